@@ -1,0 +1,3 @@
+from textdet.cli import main
+
+raise SystemExit(main())
