@@ -1,0 +1,245 @@
+"""``textdet`` command line: one subcommand per job, errors as one readable paragraph.
+
+Heavy modules (torch, the model zoo) are imported inside each command, so ``textdet --help`` and a
+config typo answer in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+_T_MAIN = time.time()
+
+RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
+SYNTH_SETTINGS = {"n_train": 400, "n_val": 50, "seed": 0, "size": (320, 320)}
+
+
+def textdet_home() -> str:
+    """Cache folder for built-in data and compile caches: ``$TEXTDET_HOME`` or ``~/.cache/textdet``."""
+    return os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
+
+
+def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("-c", "--config", required=required, help="MindOCR-style YAML config")
+    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config value (YAML-parsed), repeatable: -o train.loader.batch_size=4")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="textdet", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train a detector (no -c: the built-in synthetic recipe)")
+    _add_config_args(p, required=False)
+    p.add_argument("--dry-run", action="store_true", help="validate config, data and model, print the banner, exit")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
+                   help="torch.compile: auto = when system.mode is 0 on CUDA")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint on the config's eval set")
+    _add_config_args(p)
+    p.add_argument("--ckpt", help="checkpoint (default: eval.ckpt_load_path)")
+    p.add_argument("--device")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true")
+
+    p = sub.add_parser("synth", help="write a synthetic ICDAR2015-layout data set")
+    p.add_argument("out_dir")
+    p.add_argument("--train", type=int, default=100)
+    p.add_argument("--val", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--size", default="640x480", help="WxH, e.g. 1280x720")
+
+    p = sub.add_parser("convert", help="convert other label formats to MindOCR's")
+    p.add_argument("format", choices=("icdar15",))
+    p.add_argument("gt_dir")
+    p.add_argument("--out", required=True, help="label file to write")
+    p.add_argument("--image-prefix", default="", help="prefix for image paths in the label file")
+
+    p = sub.add_parser("metric", help="score detections: ICDAR gt_img_N.txt/res_img_N.txt folders or label files")
+    p.add_argument("--gt", required=True)
+    p.add_argument("--pred", required=True)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("check-data", help="validate the train and eval sets, report every problem")
+    _add_config_args(p)
+    p.add_argument("--dump", metavar="DIR", help="also write the first processed training samples (.npz + .png)")
+    p.add_argument("--n", type=int, default=8, help="samples to dump")
+
+    sub.add_parser("doctor", help="check the environment and say what to fix")
+
+    p = sub.add_parser("plot", help="draw curves.png from a run folder's metrics.jsonl")
+    p.add_argument("run_dir")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from textdet import __version__
+
+        print(__version__)
+        return 0
+    if not args.command:
+        parser.print_help()
+        return 0
+    from textdet.errors import TextdetError
+
+    try:
+        return COMMANDS[args.command](args) or 0
+    except TextdetError as e:
+        print(f"textdet {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"textdet {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+# ------------------------------------------------------------------------------------------------ commands
+def _parse_size(text: str) -> tuple[int, int]:
+    from textdet.errors import ConfigError
+
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ConfigError(f"--size {text!r}: expected WxH, e.g. 1280x720") from None
+    return w, h
+
+
+def ensure_builtin_data() -> str:
+    """Generate the built-in synthetic data set on first use; return its root."""
+    from textdet.data.synth import generate_dataset
+
+    s = SYNTH_SETTINGS
+    root = os.path.join(textdet_home(), f"synth_{s['size'][0]}x{s['size'][1]}_{s['n_train']}_{s['n_val']}_s{s['seed']}")
+    if not os.path.isfile(os.path.join(root, "test_gt.txt")):
+        print(f"textdet: generating the built-in synthetic data set in {root} (once)", flush=True)
+        tmp = root + ".partial"
+        generate_dataset(tmp, s["n_train"], s["n_val"], seed=s["seed"], size=s["size"])
+        if os.path.isdir(root):
+            import shutil
+
+            shutil.rmtree(root)
+        os.replace(tmp, root)
+    return root
+
+
+def load_cfg(args: argparse.Namespace):
+    from textdet.config import load_config
+
+    if getattr(args, "config", None):
+        return load_config(args.config, args.opt)
+    root = ensure_builtin_data()
+    base = [f"train.dataset.dataset_root={root}", f"eval.dataset.dataset_root={root}"]
+    return load_config(RECIPE, base + list(args.opt))
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from textdet.engine.startup import StartupTimer
+
+    startup = StartupTimer()
+    startup.stages["python start"] = _T_MAIN - startup.t0
+    startup.last = _T_MAIN
+    import torch  # noqa: F401  (timed as the import stage)
+
+    from textdet.engine.trainer import Trainer
+
+    startup.mark("imports")
+    cfg = load_cfg(args)
+    trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
+                      startup=startup, dry_run=args.dry_run)
+    if args.dry_run:
+        from textdet.engine.report import banner
+
+        startup.mark("dry run checks")
+        print(banner(trainer))
+        print("start-up so far (seconds since process start):\n" + startup.table())
+        print("dry run: config, data and model are valid; no step was taken")
+        return 0
+    trainer.fit()
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from textdet.engine.evaluate import evaluate_checkpoint
+
+    cfg = load_cfg(args)
+    result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device,
+                                 progress=not args.no_progress and sys.stdout.isatty() and not args.json)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"Performance: recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
+              f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
+              f"checkpoint {result['checkpoint']})")
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from textdet.data.synth import generate_dataset
+
+    summary = generate_dataset(args.out_dir, args.train, args.val, seed=args.seed, size=_parse_size(args.size))
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from textdet.data.labels import convert_icdar15
+
+    n = convert_icdar15(args.gt_dir, args.out, image_prefix=args.image_prefix)
+    print(f"wrote {n} images' labels to {args.out}")
+    return 0
+
+
+def cmd_metric(args: argparse.Namespace) -> int:
+    from textdet.metrics.icdar_io import evaluate_files
+
+    result = evaluate_files(args.gt, args.pred)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"recall {result['recall']:.4f}, precision {result['precision']:.4f}, f-score {result['f-score']:.4f} "
+              f"({result['tp']} matched of {result['n_gt']} GT and {result['n_det']} detections, "
+              f"{result['images']} images)")
+    return 0
+
+
+def cmd_check_data(args: argparse.Namespace) -> int:
+    from textdet.data.check import check_data
+
+    cfg = load_cfg(args)
+    ok = check_data(cfg, dump_dir=args.dump, n_dump=args.n)
+    return 0 if ok else 1
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from textdet.doctor import run_doctor
+
+    return run_doctor()
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from textdet.engine.curves import plot_run
+
+    path = plot_run(args.run_dir)
+    print(f"wrote {path}")
+    return 0
+
+
+COMMANDS = {
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "synth": cmd_synth,
+    "convert": cmd_convert,
+    "metric": cmd_metric,
+    "check-data": cmd_check_data,
+    "doctor": cmd_doctor,
+    "plot": cmd_plot,
+}

@@ -1,0 +1,277 @@
+"""Load MindOCR det YAML (anchors and aliases included) into the typed ``Config``.
+
+Errors name the key path, the YAML line and the closest valid key, because a config typo should
+cost seconds, not a failed run an hour later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import yaml
+
+from textdet.config.schema import IGNORED_KEYS, Config
+from textdet.errors import ConfigError
+
+
+@dataclass
+class ConfigMeta:
+    """Where a config came from: the file, each key's line, overrides and the ignored keys found."""
+
+    path: str | None = None
+    lines: dict[str, int] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    ignored: list[tuple[str, str]] = field(default_factory=list)
+
+    def where(self, key_path: str) -> str:
+        """``file:line`` (or ``-o`` / ``default``) for a dotted key path, for error messages."""
+        if any(o.split("=", 1)[0].strip() == key_path for o in self.overrides):
+            return f"-o {key_path}"
+        probe = key_path
+        while probe:
+            if probe in self.lines:
+                return f"{self.path}:{self.lines[probe]}"
+            probe = probe.rpartition(".")[0]
+        return self.path or "built-in config"
+
+
+def _line_map(node: yaml.Node, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """Map each dotted key path in a composed YAML tree to its 1-based line number."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.value == "<<":
+                continue
+            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            out.setdefault(path, key_node.start_mark.line + 1)
+            _line_map(value_node, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            path = f"{prefix}.{i}"
+            out.setdefault(path, item.start_mark.line + 1)
+            _line_map(item, path, out)
+    return out
+
+
+def read_yaml(path: str) -> tuple[dict, dict[str, int]]:
+    """Read a YAML file into a dict plus a key-path -> line map; errors name the file and line."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        # the context mark points at the construct left open (e.g. the '[' never closed), the
+        # problem mark at where the parser gave up, often the end of the file
+        mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else path
+        context = f"{e.context}: " if getattr(e, "context", None) else ""
+        raise ConfigError(f"{where}: not valid YAML: {context}{getattr(e, 'problem', e)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data, (_line_map(node) if node is not None else {})
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``a.b.c=value`` into a key path and a YAML-parsed value."""
+    if "=" not in text:
+        raise ConfigError(f"-o {text!r}: expected key.path=value, e.g. -o train.loader.batch_size=4")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"-o {text!r}: empty key path")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"-o {text!r}: value is not valid YAML ({e})") from None
+    return key.split("."), value
+
+
+def apply_override(data: dict, keys: list[str], value: Any) -> None:
+    """Set ``data[k1][k2]... = value``, creating mappings and indexing lists by number."""
+    node: Any = data
+    for i, k in enumerate(keys[:-1]):
+        nxt = node[int(k)] if isinstance(node, list) else node.get(k)
+        if nxt is None:
+            if isinstance(node, list):
+                raise ConfigError(f"-o {'.'.join(keys)}: list index {k} is out of range")
+            nxt = node[k] = {}
+        if not isinstance(nxt, (dict, list)):
+            raise ConfigError(f"-o {'.'.join(keys)}: {'.'.join(keys[: i + 1])} is a value, not a section")
+        node = nxt
+    last = keys[-1]
+    if isinstance(node, list):
+        if not last.isdigit() or int(last) >= len(node):
+            raise ConfigError(f"-o {'.'.join(keys)}: list index {last} is out of range")
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def _ignored_reason(path: str) -> str | None:
+    if path in IGNORED_KEYS:
+        return IGNORED_KEYS[path]
+    parts = path.split(".")
+    if len(parts) == 3:
+        return IGNORED_KEYS.get("*." + ".".join(parts[1:]))
+    return None
+
+
+def _type_name(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp).replace("typing.", ""))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check ``value`` against a dataclass field type; accept ints for floats and '1e-6' strings."""
+    origin = typing.get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        options = typing.get_args(tp)
+        for opt in options:
+            try:
+                return _coerce(value, opt, where)
+            except ConfigError:
+                continue
+        names = " or ".join(_type_name(o) for o in options)
+        raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__})")
+    if tp is Any:
+        return value
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ConfigError(f"{where}: expected null, got {value!r}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # PyYAML reads 1e-6 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif tp in (list, dict) or origin in (list, dict):
+        base = origin or tp
+        if isinstance(value, base):
+            return value
+        if base is dict and value is None:
+            return {}
+    else:
+        raise AssertionError(f"unsupported schema type {tp}")
+    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+
+
+class _Builder:
+    """Turns raw nested dicts into the dataclass tree, collecting ignored keys."""
+
+    def __init__(self, meta: ConfigMeta):
+        self.meta = meta
+
+    def build(self, cls: type, data: Any, prefix: str) -> Any:
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{self.meta.where(prefix)}: '{prefix}' must be a mapping, got {data!r}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
+        kwargs = {}
+        for key, value in data.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in fields:
+                close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
+                hint = f"; did you mean '{prefix + '.' if prefix else ''}{close[0]}'?" if close else ""
+                valid = ", ".join(fields)
+                raise ConfigError(f"{self.meta.where(path)}: unknown key '{path}'{hint} (valid keys: {valid})")
+            reason = _ignored_reason(path)
+            if reason is not None and value not in (None, False, {}, [], ""):
+                self.meta.ignored.append((path, reason))
+            tp = hints[key]
+            if dataclasses.is_dataclass(tp):
+                kwargs[key] = self.build(tp, value, path)
+            else:
+                kwargs[key] = _coerce(value, tp, f"{self.meta.where(path)}: '{path}'")
+        return cls(**kwargs)
+
+
+def config_from_dict(data: dict, meta: ConfigMeta | None = None) -> Config:
+    """Validate a raw nested dict (as read from YAML) into a ``Config``; ``cfg.meta`` says where from."""
+    meta = meta or ConfigMeta()
+    cfg = _Builder(meta).build(Config, data, "")
+    _check_values(cfg, meta)
+    cfg.meta = meta  # type: ignore[attr-defined]  # not a field: stays out of the saved YAML
+    return cfg
+
+
+def load_config(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Load a MindOCR-style YAML file (or the built-in defaults when ``path`` is None) plus ``-o`` overrides."""
+    data, lines = read_yaml(path) if path else ({}, {})
+    meta = ConfigMeta(path=path, lines=lines, overrides=list(overrides))
+    for text in overrides:
+        keys, value = parse_override(text)
+        apply_override(data, keys, value)
+    return config_from_dict(data, meta)
+
+
+_CHOICES = {
+    "system.amp_level": ("O0", "O1", "O2", "O3"),
+    "system.amp_level_infer": ("O0", "O1", "O2", "O3"),
+    "system.mode": (0, 1),
+    "system.ckpt_save_policy": ("top_k", "latest_k", None),
+    "loss_scaler.type": ("static", "dynamic"),
+    "model.type": ("det",),
+}
+
+
+def _check_values(cfg: Config, meta: ConfigMeta) -> None:
+    """Range and choice checks that a type alone cannot express."""
+    for path, choices in _CHOICES.items():
+        value = get_key(cfg, path)
+        if value not in choices:
+            raise ConfigError(f"{meta.where(path)}: '{path}' must be one of {list(choices)}, got {value!r}")
+    positive = ("train.loader.batch_size", "eval.loader.batch_size", "train.gradient_accumulation_steps",
+                "scheduler.num_epochs", "system.log_interval", "system.val_interval")
+    for path in positive:
+        if get_key(cfg, path) < 1:
+            raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 1, got {get_key(cfg, path)}")
+    for path in ("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep"):
+        if get_key(cfg, path) < 0:
+            raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 0, got {get_key(cfg, path)}")
+
+
+def get_key(cfg: Any, path: str) -> Any:
+    """``get_key(cfg, "train.loader.batch_size")`` on dataclasses and dicts alike."""
+    node = cfg
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part)
+    return node
+
+
+def to_dict(cfg: Config) -> dict:
+    """The resolved config as plain nested dicts (for YAML files and checkpoints)."""
+    return dataclasses.asdict(cfg)
+
+
+def dump_yaml(cfg: Config, path: str) -> None:
+    """Write the resolved config as YAML (the run folder's ``train_config.yaml``)."""
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(to_dict(cfg), f, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,183 @@
+"""MindOCR's det YAML schema as typed dataclasses.
+
+Every section and key mirrors MindOCR's names and code defaults (see
+shared/reference/mindocr-dbnet.md, section 2), so a user's file loads unchanged. Keys that exist
+in MindOCR but mean nothing in PyTorch are declared in ``IGNORED_KEYS`` with the reason we print.
+Component sections (backbone, neck, head, postprocess, metric, loss, transforms) stay plain dicts
+here: their keys are the constructor arguments of the class they name, checked when it is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+
+@dataclass
+class SystemConfig:
+    mode: int = 0  # 0 = compiled (torch.compile), 1 = eager
+    distribute: bool = False
+    device_id: int = 0
+    amp_level: str = "O0"
+    amp_level_infer: str = "O0"
+    seed: int = 42
+    log_level: str = "logging.INFO"
+    log_interval: int = 100
+    val_while_train: bool = False
+    val_start_epoch: int = 1
+    val_interval: int = 1
+    ckpt_save_policy: Optional[str] = "top_k"
+    ckpt_max_keep: int = 10
+    drop_overflow_update: bool = False
+    refine_batch_size: bool = True
+
+
+@dataclass
+class ModelConfig:
+    type: str = "det"
+    transform: Optional[Any] = None
+    name: Optional[str] = None  # a preset, e.g. dbnet_resnet50 (fills backbone/neck/head)
+    backbone: dict = field(default_factory=dict)
+    neck: dict = field(default_factory=dict)
+    head: dict = field(default_factory=dict)
+    resume: Union[bool, str] = False
+    pretrained: Union[bool, str, None] = None
+
+
+@dataclass
+class SchedulerConfig:
+    scheduler: str = "constant"
+    lr: float = 0.01
+    min_lr: float = 1e-6
+    warmup_epochs: float = 3
+    warmup_factor: float = 0.0
+    decay_epochs: float = 10
+    decay_rate: float = 0.9
+    milestones: list = field(default_factory=list)
+    num_epochs: int = 200
+    num_cycles: int = 1
+    cycle_decay: float = 1.0
+    lr_epoch_stair: bool = False
+
+
+@dataclass
+class OptimizerConfig:
+    opt: str = "adam"
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    nesterov: bool = False
+    filter_bias_and_bn: bool = True
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    lr: Optional[float] = None  # MindOCR takes the LR from the scheduler; a value here is ignored
+    loss_scale: float = 1.0
+    grouping_strategy: Optional[str] = None
+    no_weight_decay_params: list = field(default_factory=list)
+
+
+@dataclass
+class LossScalerConfig:
+    type: str = "static"
+    loss_scale: float = 1.0
+    scale_factor: float = 2.0
+    scale_window: int = 2000
+
+
+@dataclass
+class DatasetConfig:
+    type: str = "DetDataset"
+    dataset_root: str = ""
+    data_dir: str = ""
+    label_file: Union[str, list, None] = None
+    sample_ratio: float = 1.0
+    shuffle: Optional[bool] = None
+    transform_pipeline: list = field(default_factory=list)
+    output_columns: list = field(default_factory=list)
+    net_input_column_index: list = field(default_factory=lambda: [0])
+    label_column_index: list = field(default_factory=list)
+    meta_data_column_index: list = field(default_factory=list)
+    use_minddata: bool = False
+
+
+@dataclass
+class LoaderConfig:
+    shuffle: bool = False
+    batch_size: int = 1
+    drop_remainder: bool = False
+    num_workers: int = 2
+    prefetch_size: int = 16
+    max_rowsize: int = 64
+    prefetch_factor: int = 2  # textdet: batches each worker keeps ready (PyTorch DataLoader)
+    persistent_workers: bool = True  # textdet: keep workers between epochs
+
+
+@dataclass
+class TrainConfig:
+    ckpt_save_dir: str = "./tmp_det"
+    dataset_sink_mode: bool = False
+    gradient_accumulation_steps: int = 1
+    clip_grad: bool = False
+    clip_norm: float = 1.0
+    ema: bool = False
+    ema_decay: float = 0.9999
+    pred_cast_fp32: Optional[bool] = None
+    max_call_depth: Optional[int] = None
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
+
+
+@dataclass
+class EvalConfig:
+    ckpt_load_path: Optional[str] = None
+    dataset_sink_mode: bool = False
+    pred_cast_fp32: Optional[bool] = None
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
+
+
+@dataclass
+class PredictConfig:
+    ckpt_load_path: Optional[str] = None
+    output_save_dir: str = "./predict_out"
+    dataset: dict = field(default_factory=dict)
+    loader: dict = field(default_factory=dict)
+
+
+@dataclass
+class Config:
+    """The whole run: one attribute per MindOCR section."""
+
+    system: SystemConfig = field(default_factory=SystemConfig)
+    common: dict = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    postprocess: dict = field(default_factory=lambda: {"name": "DBPostprocess"})
+    metric: dict = field(default_factory=lambda: {"name": "DetMetric", "main_indicator": "f-score"})
+    loss: dict = field(default_factory=lambda: {"name": "DBLoss"})
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    loss_scaler: LossScalerConfig = field(default_factory=LossScalerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    predict: PredictConfig = field(default_factory=PredictConfig)
+
+
+# Keys MindOCR reads that have no PyTorch meaning: accepted, reported once, never silently dropped.
+# Paths use "*" for "any dataset/loader section".
+IGNORED_KEYS: dict[str, str] = {
+    "system.device_id": "PyTorch picks the device: use --device or CUDA_VISIBLE_DEVICES (torchrun sets LOCAL_RANK)",
+    "system.refine_batch_size": "textdet evaluates every sample at any eval batch size; no batch refinement needed",
+    "model.transform": "MindOCR's model-level input transform; textdet's DBNet has none",
+    "optimizer.loss_scale": "MindOCR fixes the optimizer's loss scale at 1.0; gradient scaling comes from loss_scaler",
+    "optimizer.lr": "the learning rate comes from scheduler.lr (as in MindOCR)",
+    "optimizer.grouping_strategy": "only MindOCR's default grouping exists for DBNet (filter_bias_and_bn)",
+    "train.pred_cast_fp32": "textdet always computes losses in fp32",
+    "train.max_call_depth": "MindSpore graph recursion limit; no PyTorch meaning",
+    "eval.pred_cast_fp32": "textdet always post-processes fp32 probability maps",
+    "*.dataset.use_minddata": "MindData C++ ops; textdet's transforms already run as native OpenCV/numpy code",
+    "*.dataset.meta_data_column_index": "textdet passes every output column to the evaluator by name",
+    "*.loader.prefetch_size": "MindSpore's queue depth; PyTorch workers prefetch loader.prefetch_factor batches each",
+    "*.loader.max_rowsize": "MindSpore shared-memory row size; PyTorch sizes shared memory itself",
+    "train.dataset.shuffle": "shuffling is train.loader.shuffle",
+    "eval.dataset.shuffle": "evaluation order does not change the metric",
+}

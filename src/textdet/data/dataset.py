@@ -1,0 +1,215 @@
+"""DetDataset, its sampler and collate function, and the loader builder.
+
+Randomness is drawn per sample from ``(seed, epoch, index)``: a run is reproducible whatever the
+number of workers, and persistent workers need no epoch hand-off (the sampler, which lives in the
+main process, passes the epoch with each index).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from textdet.data.labels import LabelRecord, Problem, read_label_files
+from textdet.errors import DataError, SampleError
+
+logger = logging.getLogger("textdet.data")
+
+# A sample that fails is replaced by another one; give up after this many failures in a row.
+_MAX_RETRIES = 20
+# Per-image values whose length varies: always batched as lists, whatever the batch holds.
+RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
+
+
+class DetDataset(Dataset):
+    """Image + polygon records from MindOCR/PaddleOCR label files, run through a transform pipeline.
+
+    Args:
+        dataset_root: folder that ``data_dir`` and ``label_file`` are relative to.
+        data_dir: folder of the images (label paths are relative to it).
+        label_file: one label file or a list of them.
+        transform: callable ``(sample, rng) -> sample`` (a ``Compose``).
+        output_columns: sample keys returned, in order (MindOCR's ``output_columns``).
+        sample_ratio: MindOCR's subsample (< 1) / repeat (> 1) factor.
+        seed: base of every sample's random stream.
+        config_prefix: e.g. ``"train.dataset"``, used to name config keys in errors.
+    """
+
+    def __init__(
+        self,
+        dataset_root: str,
+        data_dir: str,
+        label_file: str | Sequence[str],
+        transform: Callable[[dict, np.random.Generator], dict],
+        output_columns: Sequence[str],
+        sample_ratio: float = 1.0,
+        seed: int = 0,
+        config_prefix: str = "dataset",
+    ):
+        image_dir = os.path.join(dataset_root, data_dir)
+        if not os.path.isdir(image_dir):
+            raise DataError(
+                f"image folder not found: {image_dir} (from {config_prefix}.dataset_root={dataset_root!r} and "
+                f"{config_prefix}.data_dir={data_dir!r}); fix the path, e.g. -o {config_prefix}.dataset_root=DIR"
+            )
+        if not label_file:
+            raise DataError(f"{config_prefix}.label_file is empty: name the label file(s) of this data set")
+        files = [label_file] if isinstance(label_file, str) else list(label_file)
+        for f in files:
+            path = os.path.join(dataset_root, f)
+            if not os.path.isfile(path):
+                raise DataError(
+                    f"label file not found: {path} (from {config_prefix}.dataset_root={dataset_root!r} and "
+                    f"{config_prefix}.label_file={f!r}); fix the path, e.g. -o {config_prefix}.dataset_root=DIR"
+                )
+        if not output_columns:
+            raise DataError(f"{config_prefix}.output_columns is empty: list the sample keys to return")
+        records, problems = read_label_files(files, dataset_root, sample_ratio, seed)
+        self.problems: list[Problem] = list(problems)
+        self.records: list[LabelRecord] = []
+        for r in records:
+            if os.path.isfile(os.path.join(image_dir, r.rel_path)):
+                self.records.append(r)
+            else:
+                self.problems.append(Problem(r.label_file, r.line_no, f"image not found: {r.rel_path}", "error"))
+        if not self.records:
+            raise DataError(f"no usable samples in {', '.join(files)} under {image_dir} ({len(self.problems)} problems)")
+        self.image_dir = image_dir
+        self.transform = transform
+        self.output_columns = list(output_columns)
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def load(self, index: int, rng: np.random.Generator) -> dict:
+        """Run one record through the pipeline; raises SampleError when it cannot be used."""
+        r = self.records[index]
+        sample = {
+            "img_path": os.path.join(self.image_dir, r.rel_path),
+            "label": r.annotations,
+            "label_file": r.label_file,
+            "line_no": r.line_no,
+        }
+        sample = self.transform(sample, rng)
+        missing = [c for c in self.output_columns if c not in sample]
+        if missing:
+            raise SampleError(f"the pipeline produced no {missing} (output_columns); add the transform that makes it")
+        return sample
+
+    def __getitem__(self, key: int | tuple[int, int]) -> dict:
+        epoch, index = key if isinstance(key, tuple) else (0, key)
+        skipped = []
+        for attempt in range(_MAX_RETRIES):
+            rng = np.random.default_rng([self.seed, epoch, index, attempt])
+            try:
+                sample = self.load(index, rng)
+            except SampleError as e:
+                r = self.records[index]
+                logger.warning("skipped %s (%s:%d): %s", r.rel_path, r.label_file, r.line_no, e)
+                skipped.append(index)
+                index = int(rng.integers(len(self.records)))  # as MindOCR: replace by another sample
+                continue
+            out = {c: sample[c] for c in self.output_columns}
+            out["_skipped"] = len(skipped)
+            return out
+        raise DataError(f"{_MAX_RETRIES} samples in a row failed (last: {self.records[index].rel_path}); "
+                        "run `textdet check-data -c CFG` to list the problems")
+
+
+class EpochSampler(Sampler):
+    """Yields ``(epoch, index)`` keys: shuffled per epoch from the seed, sharded over ranks.
+
+    Training pads by wrapping (``pad=True``) so every rank takes the same number of steps, as
+    DistributedSampler does; evaluation does not pad, so no image is counted twice.
+    """
+
+    def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
+        self.n, self.shuffle, self.seed = n, shuffle, seed
+        self.rank, self.world_size, self.pad = rank, world_size, pad
+        self.epoch = 0
+        self.per_rank = math.ceil(n / world_size) if pad else len(range(rank, n, world_size))
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.per_rank
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, self.epoch, 7919]).permutation(self.n)
+        else:
+            order = np.arange(self.n)
+        total = math.ceil(self.n / self.world_size) * self.world_size if self.pad else self.n
+        if total > self.n:  # pad by wrapping so every rank gets the same number of samples
+            order = np.concatenate([order, order[: total - self.n]])
+        for i in order[self.rank : total : self.world_size]:
+            yield (self.epoch, int(i))
+
+
+def collate(samples: list[dict]) -> dict[str, Any]:
+    """Stack same-shaped arrays into tensors; keep ragged values (polygons, tags) as lists."""
+    batch: dict[str, Any] = {}
+    for key in samples[0]:
+        values = [s[key] for s in samples]
+        if key == "_skipped":
+            batch[key] = int(sum(values))
+        elif key in RAGGED_KEYS:
+            batch[key] = values
+        elif all(isinstance(v, np.ndarray) for v in values) and len({v.shape for v in values}) == 1:
+            batch[key] = torch.from_numpy(np.stack(values))
+        else:
+            batch[key] = values
+    return batch
+
+
+def _worker_init(worker_id: int) -> None:
+    # Each worker is one of several processes on few cores: OpenCV's own threads only contend.
+    cv2.setNumThreads(1)
+    torch.set_num_threads(1)
+
+
+def build_loader(
+    dataset: DetDataset,
+    batch_size: int,
+    shuffle: bool,
+    drop_remainder: bool,
+    num_workers: int,
+    seed: int,
+    rank: int = 0,
+    world_size: int = 1,
+    pin_memory: bool = False,
+    prefetch_factor: int = 2,
+    persistent_workers: bool = True,
+    pad_shards: bool = True,
+) -> DataLoader:
+    """A DataLoader over ``dataset`` with per-sample seeding and rank sharding."""
+    sampler = EpochSampler(len(dataset), shuffle, seed, rank, world_size, pad=pad_shards)
+    if drop_remainder and len(sampler) < batch_size:
+        raise DataError(
+            f"the data set has {len(dataset)} samples ({len(sampler)} per process) but batch_size is {batch_size} "
+            "with drop_remainder: True, so an epoch would have no step; lower the batch size"
+        )
+    kwargs: dict[str, Any] = {}
+    if num_workers > 0:
+        kwargs = dict(prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
+                      worker_init_fn=_worker_init)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        drop_last=drop_remainder,
+        num_workers=num_workers,
+        collate_fn=collate,
+        pin_memory=pin_memory,
+        **kwargs,
+    )

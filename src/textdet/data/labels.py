@@ -1,0 +1,324 @@
+"""MindOCR/PaddleOCR detection label files, and the raw ICDAR2015 ``gt_img_N.txt`` converter.
+
+A label line is ``relative/path.jpg<TAB>[{"transcription": "...", "points": [[x, y], ...]}, ...]``.
+MindOCR also accepts a single space instead of the tab; image paths may then contain spaces, so
+the split is made before the JSON list. Reading never stops at a bad line: every problem is
+returned as a :class:`Problem` naming file, line (and annotation index), so ``textdet check-data``
+can report them all and the dataset can log them once.
+
+``###`` and ``*`` transcriptions are kept here; they mark ignore regions and are turned into
+``ignore_tags`` by DetLabelEncode. Points beyond the image are not checked (the image size is
+unknown here); the geometric transforms and ValidatePolygons deal with them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from textdet.errors import DataError
+from textdet.geometry import polygon_area
+
+# Polygons whose area is below this (in square pixels) are treated as zero-area: collinear
+# points written as floats rarely give an exact 0.
+_MIN_AREA = 1e-6
+
+
+@dataclass
+class LabelRecord:
+    """One usable label line.
+
+    Attributes:
+        rel_path: image path as written in the label file (relative to the dataset's data_dir).
+        annotations: validated ``{"transcription": str, "points": [[x, y], ...]}`` dicts; points
+            are finite numbers, at least 3 per polygon, with a non-zero area.
+        label_file: the label file the line came from (for messages).
+        line_no: 1-based line number in ``label_file``.
+    """
+
+    rel_path: str
+    annotations: list[dict] = field(default_factory=list)
+    label_file: str = ""
+    line_no: int = 0
+
+
+@dataclass
+class Problem:
+    """Something wrong in a label file.
+
+    ``severity`` is ``"error"`` when the whole line was skipped and ``"warning"`` when one
+    annotation was dropped or repaired and the rest of the line kept.
+    """
+
+    file: str
+    line_no: int
+    message: str
+    severity: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line_no}: {self.severity}: {self.message}"
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_annotation(ann: object) -> tuple[dict | None, str | None, str | None]:
+    """Validate one annotation; return (clean annotation or None, drop reason, repair note)."""
+    if not isinstance(ann, dict):
+        return None, f"expected an object with 'transcription' and 'points', got {type(ann).__name__}", None
+    missing = [k for k in ("transcription", "points") if k not in ann]
+    if missing:
+        return None, f"missing key(s) {', '.join(repr(k) for k in missing)}", None
+    text, repair = ann["transcription"], None
+    if not isinstance(text, str):
+        repair = f"transcription {text!r} is not a string; converted with str()"
+        text = "" if text is None else str(text)
+    pts = ann["points"]
+    if not isinstance(pts, list) or not all(isinstance(p, list) and len(p) == 2 for p in pts):
+        return None, f"'points' must be a list of [x, y] pairs, got {json.dumps(pts)[:80]}", None
+    if len(pts) < 3:
+        return None, f"a polygon needs at least 3 points, got {len(pts)}", None
+    if not all(_is_number(v) for p in pts for v in p):
+        return None, f"non-numeric coordinate in {json.dumps(pts)[:80]}", None
+    if not all(math.isfinite(v) for p in pts for v in p):
+        return None, "NaN or infinite coordinate", None
+    if polygon_area(np.asarray(pts, dtype=np.float64)) < _MIN_AREA:
+        return None, f"zero-area polygon {json.dumps(pts)[:80]}", None
+    return {"transcription": text, "points": [[p[0], p[1]] for p in pts]}, None, repair
+
+
+def _split_line(line: str) -> tuple[str, object] | str:
+    """Split a label line into (path, parsed JSON), or return an error message."""
+    if "\t" in line:
+        path, _, annot = line.partition("\t")
+        try:
+            return path.strip(), json.loads(annot)
+        except json.JSONDecodeError as e:
+            return f"annotation text is not valid JSON ({e.msg} at column {e.colno + len(path) + 1})"
+    # No tab: the separator is a space right before the JSON list. Paths may contain spaces (and
+    # even " ["), so try each candidate split from the left until the rest parses.
+    for m in re.finditer(r" +(?=\[)", line):
+        try:
+            return line[: m.start()].strip(), json.loads(line[m.end() :])
+        except json.JSONDecodeError:
+            continue
+    return "expected 'image_path<TAB>[json annotations]' (or a single space before the JSON list)"
+
+
+def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRecord | None, list[Problem]]:
+    """Parse one MindOCR/PaddleOCR detection label line.
+
+    Args:
+        line: the raw line (a trailing newline / CR is fine).
+        label_file: file name used in problem messages.
+        line_no: 1-based line number used in problem messages.
+
+    Returns:
+        ``(record, problems)``. ``record`` is None for a blank line (no problem) or when the line
+        is unusable (one ``"error"`` problem). Dropped or repaired annotations give ``"warning"``
+        problems naming the annotation index; the record keeps the remaining annotations (an empty
+        list is a valid image without text).
+    """
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        return None, []
+    split = _split_line(line)
+    if isinstance(split, str):
+        return None, [Problem(label_file, line_no, split, "error")]
+    path, anns = split
+    if not path:
+        return None, [Problem(label_file, line_no, "empty image path", "error")]
+    if not isinstance(anns, list):
+        msg = f"annotations must be a JSON list of objects, got {type(anns).__name__}"
+        return None, [Problem(label_file, line_no, msg, "error")]
+    clean, problems = [], []
+    for i, ann in enumerate(anns):
+        good, reason, repair = _check_annotation(ann)
+        if good is None:
+            problems.append(Problem(label_file, line_no, f"annotation {i}: {reason}; dropped", "warning"))
+            continue
+        if repair:
+            problems.append(Problem(label_file, line_no, f"annotation {i}: {repair}", "warning"))
+        clean.append(good)
+    return LabelRecord(path, clean, label_file, line_no), problems
+
+
+def _read_one(path: str) -> tuple[list[LabelRecord], list[Problem]]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise DataError(f"label file not found: {path}") from None
+    except OSError as e:
+        raise DataError(f"cannot read label file {path}: {e.strerror or e}") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    records, problems = [], []
+    # Split on b"\n" only: str.splitlines() would also split on \x1c, \x85, U+2028 ... which may
+    # legitimately appear inside a transcription.
+    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(Problem(path, line_no, f"not valid UTF-8 (byte {e.start})", "error"))
+            continue
+        rec, probs = parse_label_line(line, path, line_no)
+        problems.extend(probs)
+        if rec is not None:
+            records.append(rec)
+    return records, problems
+
+
+def _sample(records: list[LabelRecord], ratio: float, rng: np.random.Generator) -> list[LabelRecord]:
+    """MindOCR's ``sample_ratio``: keep ``round(n * ratio)`` records; above 1, whole copies plus a subset."""
+    n = len(records)
+    target = round(n * ratio)
+    if n == 0 or target == n:
+        return list(records)
+    full, rest = divmod(target, n)
+    # File order is kept (indices sorted) so a subsample reads like the file; the loader shuffles.
+    picked = np.sort(rng.choice(n, size=rest, replace=False)) if rest else np.empty(0, dtype=np.int64)
+    return records * full + [records[int(i)] for i in picked]
+
+
+def read_label_files(
+    label_files: str | Sequence[str],
+    dataset_root: str = "",
+    sample_ratio: float | Sequence[float] = 1.0,
+    rng_seed: int = 0,
+) -> tuple[list[LabelRecord], list[Problem]]:
+    """Read one or more label files.
+
+    Args:
+        label_files: a path or a list of paths, relative to ``dataset_root`` (absolute paths are
+            used as they are).
+        dataset_root: folder the label file paths are relative to.
+        sample_ratio: per file, keep ``round(n * ratio)`` of its usable records: ``< 1`` picks a
+            subset deterministically from ``rng_seed`` (file order kept), ``> 1`` repeats the file
+            ``floor(ratio)`` times plus a subset. One value for all files or one per file.
+        rng_seed: seed of the subsampling.
+
+    Returns:
+        ``(records, problems)`` over all files, in file order. Problems are reported for every line
+        read, before subsampling.
+
+    Raises:
+        DataError: a label file is missing or unreadable.
+        ValueError: a ratio is not positive or the number of ratios does not match the files.
+    """
+    files = [label_files] if isinstance(label_files, (str, os.PathLike)) else list(label_files)
+    ratios = [sample_ratio] * len(files) if _is_number(sample_ratio) else list(sample_ratio)
+    if len(ratios) != len(files):
+        raise ValueError(f"sample_ratio: expected 1 or {len(files)} values (one per label file), got {len(ratios)}")
+    for r in ratios:
+        if not _is_number(r) or not r > 0 or not math.isfinite(r):
+            raise ValueError(f"sample_ratio: expected a positive number, got {r!r}")
+    rng = np.random.default_rng(rng_seed)
+    records: list[LabelRecord] = []
+    problems: list[Problem] = []
+    for name, ratio in zip(files, ratios):  # noqa: B905 (lengths checked above; strict= needs 3.10)
+        recs, probs = _read_one(os.path.join(dataset_root, os.fspath(name)))
+        records.extend(_sample(recs, float(ratio), rng))
+        problems.extend(probs)
+    return records, problems
+
+
+def _plain_number(v: object) -> int | float:
+    """numpy scalars -> Python numbers, so json.dumps accepts them."""
+    if isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"expected a number, got {v!r}")
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return float(v)
+
+
+def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
+    """Write one label line (no trailing newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``.
+
+    Non-ASCII transcriptions are written as they are (``ensure_ascii=False``); numpy numbers
+    are converted to Python numbers.
+    """
+    if not rel_path or any(c in rel_path for c in "\t\r\n"):
+        raise ValueError(f"image path must be non-empty and free of tabs/newlines, got {rel_path!r}")
+    anns = [
+        {
+            "transcription": str(a["transcription"]),
+            "points": [[_plain_number(x), _plain_number(y)] for x, y in a["points"]],
+        }
+        for a in annotations
+    ]
+    return f"{rel_path}\t{json.dumps(anns, ensure_ascii=False)}"
+
+
+_GT_NAME = re.compile(r"^gt_img_(\d+)\.txt$")
+
+
+def _icdar_number(text: str) -> int | float:
+    v = float(text)  # raises ValueError for non-numbers
+    if not math.isfinite(v):
+        raise ValueError(text)
+    return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
+
+
+def _read_icdar_gt(path: str) -> list[dict]:
+    with open(path, encoding="utf-8-sig") as f:
+        text = f.read()
+    anns = []
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        parts = line.split(",", 8)  # the transcription may itself contain commas
+        if len(parts) < 9:
+            raise DataError(f"{path}:{line_no}: expected 'x1,y1,...,x4,y4,transcription', got {line!r}")
+        try:
+            coords = [_icdar_number(p.strip()) for p in parts[:8]]
+        except ValueError:
+            raise DataError(f"{path}:{line_no}: non-numeric coordinate in {line!r}") from None
+        points = [[coords[i], coords[i + 1]] for i in range(0, 8, 2)]
+        anns.append({"transcription": parts[8], "points": points})
+    return anns
+
+
+def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ext: str = ".jpg") -> int:
+    """Convert raw ICDAR2015 ``gt_img_N.txt`` files into one MindOCR label file.
+
+    Each ``gt_img_N.txt`` (UTF-8, usually with a BOM; lines ``x1,y1,...,x4,y4,transcription``,
+    ``###`` for don't-care) becomes the line ``{image_prefix}img_N{image_ext}<TAB>[...]``; lines
+    are sorted by N numerically (img_2 before img_10). An ``image_prefix`` without a trailing
+    ``/`` is treated as a folder.
+
+    Returns:
+        The number of images written.
+
+    Raises:
+        DataError: ``gt_dir`` is missing or holds no ``gt_img_N.txt``, or a line is malformed
+            (the message names file and line).
+    """
+    if not os.path.isdir(gt_dir):
+        raise DataError(f"ICDAR2015 ground-truth folder not found: {gt_dir}")
+    numbered = []
+    for name in os.listdir(gt_dir):
+        m = _GT_NAME.match(name)
+        if m:
+            numbered.append((int(m.group(1)), name))
+    if not numbered:
+        raise DataError(f"no gt_img_N.txt files in {gt_dir}")
+    numbered.sort()
+    prefix = image_prefix if not image_prefix or image_prefix.endswith("/") else image_prefix + "/"
+    lines = []
+    for n, name in numbered:
+        anns = _read_icdar_gt(os.path.join(gt_dir, name))
+        lines.append(format_label_line(f"{prefix}img_{n}{image_ext}", anns))
+    parent = os.path.dirname(os.path.abspath(out_file))
+    os.makedirs(parent, exist_ok=True)
+    with open(out_file, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+    return len(lines)

@@ -1,0 +1,257 @@
+"""Config transform lists -> transform objects: the TRANSFORMS table, build_transforms, Compose.
+
+``build_transforms`` also fuses the training geometry: a run of consecutive flip / rotate (same
+canvas) / scale / crop transforms becomes one ``FusedGeometry``, which draws the same random
+parameters in the same order, composes one affine matrix and warps the original image once,
+straight into the crop. The sequential classes stay the reference implementation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+import cv2
+import numpy as np
+
+from textdet.data.targets import BorderMap, ShrinkBinaryMap
+from textdet.data.transforms import (
+    DecodeImage,
+    DetLabelEncode,
+    DetResize,
+    NormalizeImage,
+    RandomColorAdjust,
+    RandomCropWithBBox,
+    RandomHorizontalFlip,
+    RandomRotate,
+    RandomScale,
+    Sample,
+    ToCHWImage,
+    ValidatePolygons,
+    apply_step_to_polys,
+    pad_bottom_right,
+)
+from textdet.errors import ConfigError
+
+Transform = Callable[[Sample, np.random.Generator], Sample]
+
+TRANSFORMS: dict[str, type] = {
+    "DecodeImage": DecodeImage,
+    "DetLabelEncode": DetLabelEncode,
+    "RandomColorAdjust": RandomColorAdjust,
+    "RandomHorizontalFlip": RandomHorizontalFlip,
+    "RandomRotate": RandomRotate,
+    "RandomScale": RandomScale,
+    "RandomCropWithBBox": RandomCropWithBBox,
+    "ValidatePolygons": ValidatePolygons,
+    "ShrinkBinaryMap": ShrinkBinaryMap,
+    "BorderMap": BorderMap,
+    "NormalizeImage": NormalizeImage,
+    "ToCHWImage": ToCHWImage,
+    "DetResize": DetResize,
+}
+
+
+# ----------------------------------------------------------------------------- fused geometry
+def is_fusable(transform: object) -> bool:
+    """Whether ``transform`` is a pure affine step that FusedGeometry can chain."""
+    if isinstance(transform, RandomRotate):
+        return not transform.expand_canvas
+    return isinstance(transform, (RandomHorizontalFlip, RandomScale, RandomCropWithBBox))
+
+
+class FusedGeometry:
+    """Flip / rotate / scale / crop as one affine warp of the original image.
+
+    Each step's ``plan`` draws its random parameters from ``rng`` in the sequential order and sees
+    the polygons and canvas size the sequential pipeline would have at that point (polygons are
+    mapped step by step, in float32, exactly as the sequential transforms map them), so with the
+    same seed the crop choice and the output polygons are identical. Only the pixels differ: they
+    are interpolated once from the original (cv2.warpAffine into ``actual_size``, then zero padding
+    to ``crop_size``) instead of after every step, and no upscaled intermediate image exists.
+
+    ``color``: a pixel-wise RandomColorAdjust moved here from just before the geometry. It runs on
+    the warped, un-padded region, i.e. the 640x640 crop instead of the full (maybe 3x) image. This
+    is equivalent because each output pixel depends only on its own input pixel, so it commutes with
+    resampling (brightness and saturation are linear in RGB, up to uint8 clipping and rounding; hue
+    is per-pixel), and the black pixels the warp introduces stay black under all three. Its factors
+    are still drawn first, so the random stream matches the sequential pipeline sample for sample.
+    """
+
+    def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
+        if not steps or not all(is_fusable(t) for t in steps):
+            raise ValueError(f"steps must be flip/rotate(expand_canvas=False)/scale/crop transforms, got {steps!r}")
+        if any(isinstance(t, RandomCropWithBBox) for t in steps[:-1]):
+            raise ValueError("RandomCropWithBBox can only be the last fused step (its padding ends the warp)")
+        if color is not None and not color.is_pixelwise:
+            raise ValueError("color must be a pixel-wise RandomColorAdjust (contrast off) to be moved after the warp")
+        self.steps = list(steps)
+        self.color = color
+
+    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
+        factors = self.color.draw(rng) if self.color is not None else None  # drawn first, as sequentially
+        image = sample["image"]
+        size = tuple(image.shape[:2])
+        polys = list(sample.get("polys", []))
+        ignore = sample.get("ignore_tags")
+        total, pad_to = np.eye(3), None
+        for transform in self.steps:
+            step = transform.plan(size, polys, ignore, rng)
+            if step is None:
+                continue
+            polys = apply_step_to_polys(polys, step)
+            total = step.matrix @ total
+            size, pad_to = step.size, step.pad_to
+        if not (np.array_equal(total, np.eye(3)) and size == tuple(image.shape[:2])):
+            image = cv2.warpAffine(image, total[:2], (size[1], size[0]), flags=cv2.INTER_LINEAR,
+                                   borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+        if factors is not None:
+            image = self.color.apply(image, factors)
+        if pad_to is not None:
+            image = pad_bottom_right(image, pad_to)
+            sample["actual_size"] = tuple(int(s) for s in size)
+        sample["image"] = image
+        if "polys" in sample:
+            sample["polys"] = polys
+        return sample
+
+    def __repr__(self) -> str:
+        return f"FusedGeometry(steps={self.steps!r}, color={self.color!r})"
+
+
+def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
+    """Replace each run of >= 2 consecutive fusable transforms by one FusedGeometry.
+
+    A run ends after a RandomCropWithBBox (its zero padding is not an affine map). A pixel-wise
+    RandomColorAdjust right before a run moves into it, to run after the warp on the crop.
+    """
+    out: list[Transform] = []
+    i = 0
+    while i < len(transforms):
+        j = i
+        while j < len(transforms) and is_fusable(transforms[j]):
+            j += 1
+            if isinstance(transforms[j - 1], RandomCropWithBBox):
+                break
+        if j - i < 2:
+            out.append(transforms[i])
+            i += 1
+            continue
+        color = None
+        if out and isinstance(out[-1], RandomColorAdjust) and out[-1].is_pixelwise:
+            color = out.pop()
+        out.append(FusedGeometry(transforms[i:j], color=color))
+        i = j
+    return out
+
+
+# ----------------------------------------------------------------------------- compose and build
+class Compose:
+    """Run transforms in order on one sample.
+
+    Set ``Compose.timing = True`` (class-wide, or on one instance) to record, per transform, the
+    total seconds and call count in ``stats`` ({name: {"seconds": float, "count": int}}), which is
+    what ``textdet bench data`` prints. Names are class names, suffixed ``#2``, ``#3`` on repeats.
+    """
+
+    timing: bool = False
+
+    def __init__(self, transforms: list[Transform]) -> None:
+        self.transforms = list(transforms)
+        self.names = _unique_names(self.transforms)
+        self.stats: dict[str, dict[str, float]] = {}
+
+    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
+        if not self.timing:
+            for transform in self.transforms:
+                sample = transform(sample, rng)
+            return sample
+        for name, transform in zip(self.names, self.transforms, strict=True):
+            start = time.perf_counter()
+            sample = transform(sample, rng)
+            entry = self.stats.setdefault(name, {"seconds": 0.0, "count": 0})
+            entry["seconds"] += time.perf_counter() - start
+            entry["count"] += 1
+        return sample
+
+    def reset_stats(self) -> None:
+        """Forget the recorded timings."""
+        self.stats = {}
+
+    def __len__(self) -> int:
+        return len(self.transforms)
+
+    def __repr__(self) -> str:
+        return "Compose([\n" + "".join(f"  {t!r},\n" for t in self.transforms) + "])"
+
+
+def _unique_names(transforms: list[Transform]) -> list[str]:
+    names, seen = [], {}
+    for t in transforms:
+        base = type(t).__name__
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+    return names
+
+
+def _split_entry(entry: Any, index: int) -> tuple[str, dict]:
+    """``{Name: params | None}`` or ``"Name"`` -> (name, params)."""
+    if isinstance(entry, str):
+        return entry, {}
+    if not isinstance(entry, dict) or len(entry) != 1:
+        raise ConfigError(f"transform_pipeline[{index}]: expected {{Name: {{params}}}} or a name, got {entry!r}")
+    (name, params), = entry.items()
+    if params is None:
+        params = {}
+    if not isinstance(name, str) or not isinstance(params, dict):
+        raise ConfigError(f"transform_pipeline[{index}] {name}: parameters must be a mapping, got {params!r}")
+    return name, params
+
+
+def _check_param_names(name: str, cls: type, params: dict, index: int) -> None:
+    sig = inspect.signature(cls)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        return
+    valid = [p for p in sig.parameters if p != "self"]
+    for key in params:
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"transform_pipeline[{index}] {name}: unknown parameter {key!r}{hint}; "
+                              f"valid parameters: {', '.join(valid) or 'none'}")
+
+
+def build_transform(entry: dict | str, index: int = 0) -> Transform:
+    """Build one transform from a config entry; errors name the entry, transform and parameter."""
+    name, params = _split_entry(entry, index)
+    cls = TRANSFORMS.get(name)
+    if cls is None:
+        close = difflib.get_close_matches(name, list(TRANSFORMS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"transform_pipeline[{index}]: unknown transform {name!r}.{hint} "
+                          f"Valid names: {', '.join(TRANSFORMS)}")
+    _check_param_names(name, cls, params, index)
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"transform_pipeline[{index}] {name}: {err}") from err
+
+
+def build_transforms(pipeline: list[dict | str], fuse: bool = True) -> Compose:
+    """Turn a MindOCR ``transform_pipeline`` list into a Compose.
+
+    Args:
+        pipeline: entries ``{Name: {param: value} | None}`` or bare ``"Name"`` strings.
+        fuse: replace runs of flip/rotate/scale/crop by one FusedGeometry (same distributions,
+            one warp); False keeps the sequential reference transforms.
+
+    Raises:
+        ConfigError: unknown transform (listing valid names and the closest one) or bad parameter.
+    """
+    if not isinstance(pipeline, (list, tuple)):
+        raise ConfigError(f"transform_pipeline must be a list, got {type(pipeline).__name__}")
+    transforms = [build_transform(entry, i) for i, entry in enumerate(pipeline)]
+    return Compose(fuse_geometry(transforms) if fuse else transforms)

@@ -1,0 +1,99 @@
+"""MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms.
+
+O0 is fp32; O1/O2 autocast (fp16 on CUDA, bf16 on CPU) with BN and the DB losses in fp32; O3
+casts the whole model to half precision except BN. Loss scaling only means something for fp16,
+so it is on only there (MindOCR scales the loss even in fp32, which buys nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class AmpSettings:
+    level: str
+    device_type: str
+    dtype: torch.dtype | None  # None: fp32
+
+    @property
+    def autocast(self) -> bool:
+        return self.dtype is not None
+
+    @property
+    def needs_scaling(self) -> bool:
+        return self.dtype == torch.float16
+
+    def context(self):
+        """The autocast context for forward passes (a disabled one in fp32)."""
+        return torch.autocast(self.device_type, dtype=self.dtype or torch.float32, enabled=self.autocast)
+
+    def describe(self) -> str:
+        return self.level if self.dtype is None else f"{self.level} ({str(self.dtype).replace('torch.', '')})"
+
+
+def amp_settings(level: str, device_type: str) -> AmpSettings:
+    if level == "O0":
+        return AmpSettings(level, device_type, None)
+    dtype = torch.float16 if device_type == "cuda" else torch.bfloat16
+    return AmpSettings(level, device_type, dtype)
+
+
+def apply_o3(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """O3: the whole model in half precision, BatchNorm kept in fp32 for stable statistics."""
+    model.to(dtype)
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.float()
+    return model
+
+
+class LossScaler:
+    """Static or dynamic loss scaling with MindOCR's parameters (scale, factor, window).
+
+    Dynamic: halve (divide by ``factor``) on overflow and skip the step; multiply by ``factor``
+    after ``window`` clean steps. Static: a fixed scale, overflowed steps skipped. Disabled: a
+    pass-through that still reports non-finite gradients when asked (``drop_overflow_update``).
+    """
+
+    def __init__(self, enabled: bool, dynamic: bool, scale: float = 1.0, factor: float = 2.0, window: int = 2000):
+        self.enabled, self.dynamic = enabled, dynamic
+        self.scale = float(scale) if enabled else 1.0
+        self.factor, self.window = float(factor), int(window)
+        self.good_steps = 0
+
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss * self.scale if self.enabled else loss
+
+    @torch.no_grad()
+    def unscale_and_check(self, params: list[torch.Tensor], check: bool) -> bool:
+        """Divide gradients by the scale; return True when a gradient is not finite (one host sync)."""
+        grads = [p.grad for p in params if p.grad is not None]
+        if self.enabled and self.scale != 1.0:
+            torch._foreach_mul_(grads, 1.0 / self.scale)
+        if not (self.enabled or check) or not grads:
+            return False
+        norms = torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+        return not bool(torch.isfinite(norms).all())
+
+    def update(self, overflow: bool) -> None:
+        if not (self.enabled and self.dynamic):
+            return
+        if overflow:
+            self.scale = max(self.scale / self.factor, 1.0)
+            self.good_steps = 0
+        else:
+            self.good_steps += 1
+            if self.good_steps >= self.window:
+                self.scale *= self.factor
+                self.good_steps = 0
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "good_steps": self.good_steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale = float(state["scale"])
+        self.good_steps = int(state["good_steps"])

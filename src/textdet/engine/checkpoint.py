@@ -1,0 +1,100 @@
+"""Checkpoints: one dict per file, written to a temp file and renamed, so a crash never leaves half a file.
+
+Names follow MindOCR: ``train_resume.ckpt`` (everything needed to resume), ``best.ckpt`` (best by
+the main indicator), ``e{N}.ckpt`` (kept per ``ckpt_max_keep`` and ``ckpt_save_policy``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from typing import Any
+
+import numpy as np
+import torch
+
+from textdet.errors import TextdetError
+
+
+def atomic_save(obj: Any, path: str) -> None:
+    """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".ckpt", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def load_checkpoint(path: str, what: str) -> dict:
+    """Load a checkpoint dict on CPU; errors name the file and the config key it came from."""
+    if not os.path.isfile(path):
+        raise TextdetError(f"{what}: checkpoint not found: {path}")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # a truncated or foreign file
+        raise TextdetError(f"{what}: cannot read checkpoint {path}: {e}") from None
+    if not isinstance(obj, dict):
+        raise TextdetError(f"{what}: {path} is not a textdet/PyTorch checkpoint dict")
+    return obj
+
+
+def model_state(obj: dict) -> dict:
+    """The model weights of a checkpoint: our ``{"model": ...}`` files or a bare state_dict."""
+    state = obj.get("model", obj)
+    return {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class EpochCheckpoints:
+    """Keeps at most ``max_keep`` ``e{N}.ckpt`` files: the best by metric (top_k) or the newest (latest_k)."""
+
+    def __init__(self, folder: str, max_keep: int, policy: str | None):
+        self.folder, self.max_keep, self.policy = folder, max_keep, policy or "latest_k"
+        self.kept: list[tuple[float, int]] = []  # (metric, epoch)
+
+    def save(self, obj: dict, epoch: int, metric: float) -> str | None:
+        if self.max_keep <= 0:
+            return None
+        self.kept.append((metric, epoch))
+        key = (lambda x: (x[0], x[1])) if self.policy == "top_k" else (lambda x: x[1])
+        self.kept.sort(key=key, reverse=True)
+        keep, drop = self.kept[: self.max_keep], self.kept[self.max_keep :]
+        self.kept = keep
+        path = None
+        if any(e == epoch for _, e in keep):
+            path = os.path.join(self.folder, f"e{epoch}.ckpt")
+            atomic_save(obj, path)
+        for _, e in drop:
+            old = os.path.join(self.folder, f"e{e}.ckpt")
+            if os.path.exists(old):
+                os.remove(old)
+        return path
+
+    def state_dict(self) -> dict:
+        return {"kept": list(self.kept)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.kept = [tuple(x) for x in state.get("kept", [])]

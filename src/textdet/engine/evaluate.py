@@ -1,0 +1,60 @@
+"""``textdet eval``: score a checkpoint on the config's eval set."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import torch
+
+from textdet.config import Config
+from textdet.engine import build
+from textdet.engine.amp import amp_settings
+from textdet.engine.checkpoint import load_checkpoint, model_state
+from textdet.engine.evaluator import Evaluator
+from textdet.engine.feed import DeviceInput
+from textdet.engine.trainer import pick_device
+from textdet.errors import ConfigError, TextdetError
+
+logger = logging.getLogger("textdet")
+
+
+def load_weights(model: torch.nn.Module, path: str, what: str) -> None:
+    """Load a checkpoint's model weights strictly; a mismatch names the keys and the config it came from."""
+    state = model_state(load_checkpoint(path, what))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise TextdetError(
+            f"{what}: {path} does not fit the config's model ({len(missing)} missing keys, e.g. {missing[:3]}; "
+            f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}); is it from a run with another backbone/neck/head?")
+
+
+def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
+    path = ckpt or cfg.eval.ckpt_load_path
+    if not path:
+        raise ConfigError("no checkpoint to evaluate: pass --ckpt PATH or set eval.ckpt_load_path")
+    if not os.path.isfile(path):
+        src = "--ckpt" if ckpt else f"eval.ckpt_load_path ({getattr(cfg, 'meta', None) and cfg.meta.where('eval.ckpt_load_path')})"
+        raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
+    return path
+
+
+def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
+                        progress: bool = False) -> dict:
+    """Recall, precision and f-score of a checkpoint, plus images, seconds and images/s."""
+    path = resolve_ckpt(cfg, ckpt)
+    dev = pick_device(device)
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    dataset = build.build_dataset(cfg, "eval", pipe)
+    loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, dev)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    load_weights(model, path, "--ckpt" if ckpt else "eval.ckpt_load_path")
+    model.to(dev).eval()
+    evaluator = Evaluator(loader, build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg),
+                          DeviceInput(dev, normalize), amp_settings(cfg.system.amp_level_infer, dev.type), progress)
+    t0 = time.perf_counter()
+    perf = evaluator.run(model)
+    dt = time.perf_counter() - t0
+    return {**perf, "images": evaluator.images, "eval_time": dt, "img_per_s": evaluator.images / max(dt, 1e-9),
+            "checkpoint": os.path.abspath(path)}

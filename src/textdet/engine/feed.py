@@ -1,0 +1,104 @@
+"""Feeding the device: batches to the device, uint8 images normalised there, next batch prefetched.
+
+This is MindOCR's ``dataset_sink_mode`` in PyTorch terms: on CUDA a side stream copies (pinned,
+non-blocking) and normalises batch k+1 while batch k computes; on CPU it degrades to a plain
+iterator, so it is harmless to leave on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+
+class DeviceInput:
+    """Moves a collated batch to ``device``; turns uint8 NHWC images into normalised float NCHW.
+
+    A uint8 NHWC batch permuted to NCHW is already channels_last in memory, which convolutions on
+    CUDA prefer; float NCHW images (a pipeline that normalised in workers) are passed through.
+    """
+
+    def __init__(self, device: torch.device, normalize: dict | None = None, channels_last: bool = False,
+                 image_key: str = "image"):
+        self.device, self.image_key, self.channels_last = device, image_key, channels_last
+        self.mean = self.std = None
+        self.swap_rb = False
+        if normalize is not None:
+            self.mean = torch.tensor(normalize["mean"], dtype=torch.float32, device=device).view(1, -1, 1, 1)
+            self.std = torch.tensor(normalize["std"], dtype=torch.float32, device=device).view(1, -1, 1, 1)
+            self.swap_rb = bool(normalize.get("swap_rb", False))
+
+    def images(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.device, non_blocking=True)
+        if x.dtype == torch.uint8:
+            x = x.permute(0, 3, 1, 2).float()  # NHWC uint8 -> NCHW float (channels_last memory)
+            if self.swap_rb:
+                x = x.flip(1)
+            if self.mean is not None:
+                x = (x - self.mean) / self.std
+        elif self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in batch.items():
+            if k == self.image_key and torch.is_tensor(v):
+                out[k] = self.images(v)
+            elif torch.is_tensor(v) and k != "shape_list":
+                out[k] = v.to(self.device, non_blocking=True)
+            else:
+                out[k] = v
+        return out
+
+
+class Prefetcher:
+    """Iterates ``loader`` yielding device batches, measuring the seconds blocked on the loader.
+
+    ``wait`` after each ``next()`` holds the time the training loop spent waiting for data (the
+    figure behind the data-wait share in the logs).
+    """
+
+    def __init__(self, loader: Iterable, feed: DeviceInput, enabled: bool):
+        self.loader, self.feed = loader, feed
+        self.cuda = enabled and feed.device.type == "cuda"
+        self.stream = torch.cuda.Stream(feed.device) if self.cuda else None
+        self.wait = 0.0
+
+    def _fetch(self, it: Iterator) -> tuple[dict | None, float]:
+        t0 = time.perf_counter()
+        try:
+            batch = next(it)
+        except StopIteration:
+            return None, time.perf_counter() - t0
+        return batch, time.perf_counter() - t0
+
+    def __iter__(self) -> Iterator[dict]:
+        it = iter(self.loader)
+        if not self.cuda:
+            while True:
+                batch, self.wait = self._fetch(it)
+                if batch is None:
+                    return
+                yield self.feed(batch)
+        batch, wait = self._fetch(it)
+        nxt = self._to_device(batch)
+        while nxt is not None:
+            torch.cuda.current_stream().wait_stream(self.stream)
+            current = nxt
+            for v in current.values():
+                if torch.is_tensor(v) and v.is_cuda:
+                    v.record_stream(torch.cuda.current_stream())
+            self.wait = wait
+            batch, wait = self._fetch(it)  # overlaps with the compute of `current`
+            nxt = self._to_device(batch)
+            yield current
+
+    def _to_device(self, batch: dict | None) -> dict | None:
+        if batch is None:
+            return None
+        with torch.cuda.stream(self.stream):
+            return self.feed(batch)

@@ -1,0 +1,77 @@
+"""Optimizers with MindOCR's names and parameters, and its bias/BN weight-decay filter."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from textdet.config.components import lookup
+
+
+def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
+                 no_weight_decay_params: list[str] = ()) -> list[dict]:
+    """Split trainable parameters into decayed and non-decayed groups.
+
+    With ``filter_bias_and_bn`` (MindOCR: names containing beta/gamma/bias) biases and norm weights,
+    i.e. every 1-D parameter, get no weight decay; names listed in ``no_weight_decay_params`` neither.
+    """
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        skip = (filter_bias_and_bn and p.ndim <= 1) or any(k in name for k in no_weight_decay_params)
+        (no_decay if skip else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
+def _sgd(groups, lr, momentum, nesterov, **_):
+    return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov and momentum > 0)
+
+
+def _nesterov(groups, lr, momentum, **_):
+    return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
+
+
+def _adam(groups, lr, beta1, beta2, eps, **_):
+    return torch.optim.Adam(groups, lr=lr, betas=(beta1, beta2), eps=eps)
+
+
+def _adamw(groups, lr, beta1, beta2, eps, **_):
+    return torch.optim.AdamW(groups, lr=lr, betas=(beta1, beta2), eps=eps)
+
+
+def _nadam(groups, lr, beta1, beta2, eps, **_):
+    return torch.optim.NAdam(groups, lr=lr, betas=(beta1, beta2), eps=eps)
+
+
+def _rmsprop(groups, lr, momentum, eps, **_):
+    return torch.optim.RMSprop(groups, lr=lr, momentum=momentum, eps=eps)
+
+
+def _adagrad(groups, lr, eps, **_):
+    return torch.optim.Adagrad(groups, lr=lr, eps=eps)
+
+
+OPTIMIZERS = {
+    "sgd": _sgd,
+    "momentum": _sgd,
+    "nesterov": _nesterov,
+    "adam": _adam,
+    "adamw": _adamw,
+    "nadam": _nadam,
+    "rmsprop": _rmsprop,
+    "adagrad": _adagrad,
+}
+
+
+def build_optimizer(model: nn.Module, opt: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9,
+                    nesterov: bool = False, filter_bias_and_bn: bool = True, beta1: float = 0.9,
+                    beta2: float = 0.999, eps: float = 1e-8, no_weight_decay_params: list[str] = ()
+                    ) -> torch.optim.Optimizer:
+    """An optimizer by MindOCR name (case-insensitive: ``SGD`` works as in the user's config)."""
+    make = lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
+    groups = param_groups(model, weight_decay, filter_bias_and_bn, list(no_weight_decay_params))
+    return make(groups, lr=lr, momentum=momentum, nesterov=nesterov, beta1=beta1, beta2=beta2, eps=eps)

@@ -1,0 +1,61 @@
+"""Start-up breakdown: seconds per stage from process start to the first finished step.
+
+The user waited over an hour for a graph compile and nothing told them where the time went;
+this table (printed and written to ``startup.json``) makes every start-up second visible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+
+def process_start_time() -> float:
+    """Wall-clock time at which this process started (Linux /proc), else the time of this import."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - uptime + start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return _IMPORT_TIME
+
+
+_IMPORT_TIME = time.time()
+
+
+class StartupTimer:
+    """Records consecutive stages; ``mark(name)`` closes the stage that ran since the last mark."""
+
+    def __init__(self, t0: float | None = None):
+        self.t0 = process_start_time() if t0 is None else t0
+        self.last = self.t0
+        self.stages: dict[str, float] = {}
+        self.totals: dict[str, float] = {}
+
+    def mark(self, name: str) -> float:
+        now = time.time()
+        self.stages[name] = self.stages.get(name, 0.0) + now - self.last
+        self.last = now
+        return now - self.t0
+
+    def total(self, name: str) -> None:
+        """Record the time from process start to now under ``name`` (e.g. total_to_first_step)."""
+        self.totals[name] = time.time() - self.t0
+
+    def table(self) -> str:
+        width = max(len(k) for k in [*self.stages, *self.totals, "stage"])
+        rows = [f"{'stage':<{width}}  seconds", f"{'-' * width}  -------"]
+        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in self.stages.items()]
+        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in self.totals.items()]
+        return "\n".join(rows)
+
+    def to_dict(self) -> dict:
+        return {"stages": {k: round(v, 4) for k, v in self.stages.items()},
+                **{k: round(v, 4) for k, v in self.totals.items()}}
+
+    def write(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2)

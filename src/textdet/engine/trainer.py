@@ -1,0 +1,382 @@
+"""The training recipe: build everything from the config, then one visible ``fit()`` loop.
+
+Reads top to bottom like nanoGPT's train.py: features are flags inside one loop (autocast,
+loss scaling, accumulation with ``no_sync``, clipping, EMA), never copied branches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from textdet import __version__
+from textdet.config import Config, dump_yaml, to_dict
+from textdet.errors import ConfigError
+from textdet.engine import build, distributed
+from textdet.engine.amp import LossScaler, amp_settings, apply_o3
+from textdet.engine.checkpoint import (
+    EpochCheckpoints,
+    atomic_save,
+    load_checkpoint,
+    model_state,
+    rng_state,
+    set_rng_state,
+)
+from textdet.engine.ema import ModelEMA
+from textdet.engine.evaluator import Evaluator, progress_bar
+from textdet.engine.feed import DeviceInput, Prefetcher
+from textdet.engine.logs import MetricsWriter, setup_logging
+from textdet.engine.optim import build_optimizer
+from textdet.engine.report import banner, throughput_verdict
+from textdet.engine.schedule import LRSchedule
+from textdet.engine.startup import StartupTimer
+from textdet.models import count_parameters
+
+logger = logging.getLogger("textdet")
+
+
+def pick_device(name: str | None) -> torch.device:
+    """``--device`` or CUDA when available (the local rank's card under torchrun), else CPU."""
+    if name:
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int, rank: int) -> None:
+    import random
+
+    random.seed(seed + rank)
+    np.random.seed(seed + rank)
+    torch.manual_seed(seed + rank)
+
+
+@dataclass
+class EpochStats:
+    """Sums over an epoch (or a log window); loss terms stay on the device until read."""
+
+    steps: int = 0
+    images: int = 0
+    wait: float = 0.0
+    start: float = field(default_factory=time.perf_counter)
+    terms: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def add(self, losses: dict[str, torch.Tensor], n_images: int, wait: float) -> None:
+        self.steps += 1
+        self.images += n_images
+        self.wait += wait
+        for k, v in losses.items():
+            v = v.detach()
+            self.terms[k] = self.terms[k] + v if k in self.terms else v.clone()
+
+    def summary(self) -> dict[str, float]:
+        elapsed = time.perf_counter() - self.start
+        out = {k: float(v) / max(self.steps, 1) for k, v in self.terms.items()}
+        out.update(time=elapsed, step_ms=1000 * elapsed / max(self.steps, 1), img_per_s=self.images / max(elapsed, 1e-9),
+                   data_wait_s=self.wait, data_wait_share=self.wait / max(elapsed, 1e-9),
+                   compute_s=max(elapsed - self.wait, 0.0))
+        return out
+
+
+class Trainer:
+    """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
+
+    Args:
+        cfg: the resolved config.
+        device: ``--device`` (None: CUDA when available, else CPU).
+        compile: "auto" (compile when system.mode is 0 on CUDA), "on" or "off".
+        progress: show tqdm bars (None: when stdout is a TTY).
+        startup: the timer started at process launch (the CLI passes it in).
+    """
+
+    def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
+                 startup: StartupTimer | None = None, dry_run: bool = False):
+        self.cfg, self.dry_run = cfg, dry_run
+        self.startup = startup or StartupTimer()
+        self.device = pick_device(device)
+        self.dist = distributed.init_distributed(cfg.system.distribute, self.device.type)
+        self.run_dir = cfg.train.ckpt_save_dir
+        self.main = distributed.is_main()
+        setup_logging(None if dry_run else self.run_dir, self.main)
+        self.progress = sys.stdout.isatty() if progress is None else progress
+        seed_everything(cfg.system.seed, self.dist.rank)
+        for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
+            logger.info("ignored config key %s: %s", key, reason)
+        self.startup.mark("config")
+
+        # Data first: a wrong path fails in seconds, before any model is built.
+        build.check_columns(cfg)
+        train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"))
+        self.train_set = build.build_dataset(cfg, "train", train_pipe)
+        self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
+        self.eval_set = None
+        if self.evaluate_enabled:
+            eval_pipe, self.eval_normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+            self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
+        self.train_loader = build.build_split_loader(cfg, "train", self.train_set, self.dist.rank,
+                                                     self.dist.world_size, self.device)
+        self.postprocess = build.build_postprocess_from_config(cfg)
+        self.metric = build.build_metric_from_config(cfg)
+        self.indicator = build.main_indicator(cfg)
+        self.startup.mark("data index")
+
+        # Model, loss, precision.
+        self.amp = amp_settings(cfg.system.amp_level, self.device.type)
+        resume_path = self._resume_path()
+        model = build.build_model_from_config(cfg, pretrained_backbone=False if resume_path else None)
+        self.startup.mark("model build + weights")
+        self.n_params = count_parameters(model, trainable_only=True)
+        self.n_params_total = count_parameters(model, trainable_only=False)
+        model.to(self.device)
+        if cfg.system.amp_level == "O3":
+            apply_o3(model, self.amp.dtype)
+        if self.device.type == "cuda":
+            model.to(memory_format=torch.channels_last)
+        self.model = model  # the raw module: checkpoints and EMA read it
+        self.loss_fn = build.build_loss_from_config(cfg).to(self.device)
+
+        # Optimisation.
+        self.accum = cfg.train.gradient_accumulation_steps
+        self.steps_per_epoch = len(self.train_loader)  # micro-batches
+        if self.steps_per_epoch < self.accum:
+            raise ConfigError(
+                f"train.gradient_accumulation_steps={self.accum} is more than the {self.steps_per_epoch} steps of an "
+                "epoch: no optimizer step would happen; lower it or the batch size")
+        self.opt_steps_per_epoch = self.steps_per_epoch // self.accum
+        sc, oc = cfg.scheduler, cfg.optimizer
+        self.schedule = LRSchedule(sc.scheduler, sc.lr, self.opt_steps_per_epoch, sc.num_epochs, sc.warmup_epochs,
+                                   sc.warmup_factor, sc.min_lr, sc.decay_epochs, sc.decay_rate, sc.milestones,
+                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair)
+        for w in self.schedule.warnings():
+            logger.warning(w)
+        self.optimizer = build_optimizer(model, oc.opt, sc.lr, oc.weight_decay, oc.momentum, oc.nesterov,
+                                         oc.filter_bias_and_bn, oc.beta1, oc.beta2, oc.eps, oc.no_weight_decay_params)
+        ls = cfg.loss_scaler
+        self.scaler = LossScaler(self.amp.needs_scaling, ls.type == "dynamic", ls.loss_scale, ls.scale_factor,
+                                 ls.scale_window)
+        self.ema = ModelEMA(model, cfg.train.ema_decay) if cfg.train.ema else None
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+        # Parallel and compiled wrappers (forward only; the raw module stays in self.model).
+        self.forward_model: nn.Module = model
+        if self.dist.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        self.compiled = self._want_compile(compile)
+        if self.compiled:
+            self.forward_model = torch.compile(self.forward_model)
+        self.startup.mark("wrap/compile setup")
+
+        # State.
+        self.epoch, self.global_step, self.best = 0, 0, -math.inf
+        self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
+        if resume_path:
+            self._resume(resume_path)
+        self.feed = DeviceInput(self.device, self.normalize, channels_last=self.device.type == "cuda")
+        self.sink = cfg.train.dataset_sink_mode
+        self.evaluator = None
+        if self.evaluate_enabled:
+            eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
+                                                   self.device)
+            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,
+                                       DeviceInput(self.device, self.eval_normalize), self.amp, self.progress)
+        self.startup.mark("checkpoint/resume")
+
+    # ----------------------------------------------------------------------------------------- set-up
+    def _resume_path(self) -> str | None:
+        r = self.cfg.model.resume
+        if r is False or r is None or r == "":
+            return None
+        path = os.path.join(self.run_dir, "train_resume.ckpt") if r is True else str(r)
+        if not os.path.isfile(path):
+            logger.info("model.resume: no checkpoint at %s, starting fresh", path)
+            return None
+        return path
+
+    def _want_compile(self, mode: str) -> bool:
+        if mode == "on":
+            return True
+        if mode == "off" or self.cfg.system.mode == 1:
+            return False
+        if self.device.type != "cuda":
+            logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10%% speed; running eager "
+                        "(force it with --compile on)")
+            return False
+        return True
+
+    def _resume(self, path: str) -> None:
+        ck = load_checkpoint(path, "model.resume")
+        self.model.load_state_dict(model_state(ck))
+        if "optimizer" in ck:
+            self.optimizer.load_state_dict(ck["optimizer"])
+        if "scaler" in ck:
+            self.scaler.load_state_dict(ck["scaler"])
+        if self.ema is not None and ck.get("ema"):
+            self.ema.load_state_dict(ck["ema"])
+        if "epoch_ckpts" in ck:
+            self.epoch_ckpts.load_state_dict(ck["epoch_ckpts"])
+        self.epoch = int(ck.get("epoch", 0))
+        self.global_step = int(ck.get("step", 0))
+        self.best = float(ck.get("best_metric", -math.inf))
+        if "rng" in ck:
+            set_rng_state(ck["rng"])
+        logger.info("resumed from %s: epoch %d done, step %d, best %s %.4f", path, self.epoch, self.global_step,
+                    self.indicator, self.best)
+
+    # ----------------------------------------------------------------------------------------- the loop
+    def fit(self) -> dict:
+        cfg = self.cfg
+        E = cfg.scheduler.num_epochs
+        if self.main:
+            os.makedirs(self.run_dir, exist_ok=True)
+            dump_yaml(cfg, os.path.join(self.run_dir, "train_config.yaml"))
+            logger.info(banner(self))
+        writer = MetricsWriter(self.run_dir) if self.main else None
+        last: dict = {}
+        for epoch in range(self.epoch, E):
+            stats = self.train_one_epoch(epoch, E)
+            summary = stats.summary()
+            record = {"epoch": epoch + 1, **{k: summary[k] for k in stats.terms}, "lr": self.schedule(
+                max(self.global_step - 1, 0)), "epoch_time": summary["time"], "img_per_s": summary["img_per_s"],
+                "data_wait_share": summary["data_wait_share"], "step_ms": summary["step_ms"]}
+            logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: %.2f "
+                        "img/s, data wait: %.1f%%", epoch + 1, E, record.get("loss", float("nan")), summary["time"],
+                        summary["step_ms"], summary["img_per_s"], 100 * summary["data_wait_share"])
+            if epoch == self.epoch or epoch + 1 == E:
+                logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size))
+            perf = self._maybe_evaluate(epoch + 1)
+            record.update(perf)
+            self._save(epoch + 1, perf.get(self.indicator), record.get("loss"))
+            if writer:
+                writer.write(record)
+            last = record
+        if writer:
+            writer.close()
+            if self.main:
+                logger.info("run folder: %s", os.path.abspath(self.run_dir))
+        distributed.barrier()
+        return last
+
+    def train_one_epoch(self, epoch: int, num_epochs: int) -> EpochStats:
+        cfg = self.cfg
+        self.train_loader.sampler.set_epoch(epoch)
+        self.forward_model.train()
+        stats, window = EpochStats(), EpochStats()
+        steps = self.steps_per_epoch
+        bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
+        batches = Prefetcher(self.train_loader, self.feed, enabled=self.sink or self.device.type == "cuda")
+        skipped = 0
+        for i, batch in enumerate(batches):
+            if epoch == self.epoch and i == 0:
+                self.startup.mark("first batch ready")
+                self.startup.total("total_to_first_batch")
+            skipped += batch.get("_skipped", 0)
+            last_micro = (i + 1) % self.accum == 0
+            losses = self.train_step(batch, sync=last_micro)
+            if last_micro:
+                self.optimizer_step()
+            n = batch["image"].shape[0]
+            stats.add(losses, n, batches.wait)
+            window.add(losses, n, batches.wait)
+            if epoch == self.epoch and i == 0:
+                self._first_step_done()
+            if bar is not None:
+                bar.update(1)
+            if (i + 1) % cfg.system.log_interval == 0:
+                self._log_window(window, epoch, num_epochs, i + 1, steps)
+                window = EpochStats()
+        if bar is not None:
+            bar.close()
+        if skipped:
+            logger.warning("epoch %d: %d sample(s) could not be used and were replaced (see the warnings above, or "
+                           "run `textdet check-data -c CFG`)", epoch + 1, skipped)
+        return stats
+
+    def train_step(self, batch: dict, sync: bool) -> dict[str, torch.Tensor]:
+        """Forward, loss and backward of one micro-batch; gradients are synced only on the last one."""
+        no_sync = self.forward_model.no_sync if (self.dist.enabled and not sync) else contextlib.nullcontext
+        with no_sync():
+            with self.amp.context():
+                preds = self.forward_model(batch["image"])
+            losses = self.loss_fn(preds, **{k: batch[k] for k in build.LOSS_COLUMNS if k in batch})
+            self.scaler.scale_loss(losses["loss"] / self.accum).backward()
+        return losses
+
+    def optimizer_step(self) -> None:
+        """Unscale, check, clip, step with the scheduled LR, update EMA."""
+        overflow = self.scaler.unscale_and_check(self.params, check=self.cfg.system.drop_overflow_update)
+        if self.cfg.train.clip_grad:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_norm)
+        if not overflow:
+            lr = self.schedule(self.global_step)
+            for g in self.optimizer.param_groups:
+                g["lr"] = lr
+            self.optimizer.step()
+        self.scaler.update(overflow)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.global_step += 1
+        if self.ema is not None and not overflow:
+            self.ema.update(self.model)
+
+    # ----------------------------------------------------------------------------------------- periodic work
+    def _first_step_done(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.startup.mark("first step" + (" (includes compile)" if self.compiled else ""))
+        self.startup.total("total_to_first_step")
+        if self.main:
+            logger.info("start-up (seconds since process start):\n%s", self.startup.table())
+            self.startup.write(os.path.join(self.run_dir, "startup.json"))
+
+    def _log_window(self, window: EpochStats, epoch: int, E: int, step: int, S: int) -> None:
+        s = window.summary()
+        wait_ms = 1000 * s["data_wait_s"] / max(window.steps, 1)
+        logger.info(
+            "epoch: [%d/%d] step: [%d/%d], loss: %.6f, lr: %.6f, per step time: %.3f ms, fps per card: %.2f img/s, "
+            "data wait: %.1f ms (%.1f%%)", epoch + 1, E, step, S, s.get("loss", float("nan")),
+            self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"], wait_ms,
+            100 * s["data_wait_share"])
+
+    def eval_model(self) -> nn.Module:
+        return self.ema.module if self.ema is not None else self.model
+
+    def _maybe_evaluate(self, epoch: int) -> dict:
+        s = self.cfg.system
+        if self.evaluator is None or epoch < s.val_start_epoch or (epoch - s.val_start_epoch) % s.val_interval:
+            return {}
+        t0 = time.perf_counter()
+        perf = self.evaluator.run(self.eval_model())
+        dt = time.perf_counter() - t0
+        logger.info("Performance: %s, eval time: %.3f s", {k: round(v, 4) for k, v in perf.items()}, dt)
+        return {**perf, "eval_time": dt}
+
+    def _save(self, epoch: int, metric: float | None, loss: float | None) -> None:
+        """best.ckpt, e{N}.ckpt (policy) and train_resume.ckpt, each written atomically on rank 0."""
+        if not self.main:
+            return
+        weights = self.eval_model().state_dict()
+        # Without evaluation, "best" follows the lowest training loss, as in MindOCR.
+        score = metric if metric is not None else (-loss if loss is not None else -math.inf)
+        light = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
+                 "textdet_version": __version__}
+        if score > self.best:
+            self.best = score
+            atomic_save(light, os.path.join(self.run_dir, "best.ckpt"))
+            logger.info("saved best.ckpt (%s %.4f)", self.indicator if metric is not None else "-loss", score)
+        self.epoch_ckpts.save(light, epoch, score)
+        full = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
+                "epoch": epoch, "step": self.global_step, "best_metric": self.best, "rng": rng_state(),
+                "epoch_ckpts": self.epoch_ckpts.state_dict(), "config": to_dict(self.cfg),
+                "textdet_version": __version__}
+        atomic_save(full, os.path.join(self.run_dir, "train_resume.ckpt"))

@@ -1,0 +1,194 @@
+"""DBNet loss: balanced BCE with per-image OHEM on P, masked L1 on T, Dice on B (MindOCR's DBLoss).
+
+Every term is computed in fp32 with autocast disabled: DB losses in fp16 diverge (PaddleOCR
+#10874), and BCE on probabilities is not autocast-safe. Nothing here synchronises with the host
+(no ``.item()``, no data-dependent shapes), so the loss can sit inside a compiled / CUDA-graph step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+_BCE_REPLACE = ("bceloss", "diceloss")
+# OHEM: a float32 >= 0 orders like its int32 bit pattern, so bisecting over bit patterns finds the
+# k-th largest value exactly in 31 halvings of [0, 0x7F800001) (the upper end is just above +inf).
+_BITS_HI = 0x7F800001
+_BISECT_STEPS = 31
+
+
+def _as_nhw(x: Tensor, name: str, shape: torch.Size) -> Tensor:
+    """Return ``x`` as fp32 (N, H, W); accepts (N, 1, H, W) or (N, H, W) matching ``shape`` (N, H, W)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"DBLoss: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() == 4 and x.shape[1] == 1:
+        x = x[:, 0]
+    if x.shape != shape:
+        raise ValueError(f"DBLoss: {name} must have shape (N,1,H,W) or (N,H,W) = {tuple(shape)}, got {tuple(x.shape)}")
+    return x.float()
+
+
+def dice_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) -> Tensor:
+    """Batch-global Dice: ``1 - 2 sum(p g) / (sum p + sum g + eps)`` with p, g multiplied by ``mask``.
+
+    Args:
+        pred, gt, mask: fp32 (N, H, W).
+    """
+    p, g = pred * mask, gt * mask
+    return 1.0 - 2.0 * (p * g).sum() / (p.sum() + g.sum() + eps)
+
+
+def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) -> Tensor:
+    """Batch-global ``sum(|pred - gt| * mask) / (sum(mask) + eps)``; all fp32 (N, H, W)."""
+    return ((pred - gt).abs() * mask).sum() / (mask.sum() + eps)
+
+
+def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
+    """Select exactly ``k[i]`` of the largest valid entries of each row, without a sort or a host sync.
+
+    The k-th largest value is found by bisection over float32 bit patterns (exact, 31 passes of
+    compare + sum); entries above it are all kept and ties at it are kept in index order until the
+    row holds exactly ``k[i]``.
+
+    Args:
+        values: float (N, M), >= 0 where valid.
+        valid: bool (N, M), which entries may be picked.
+        k: integer (N,), ``0 <= k[i] <= valid[i].sum()``.
+
+    Returns:
+        bool (N, M) with ``k[i]`` True entries in row i.
+    """
+    bits = values.detach().float().abs().contiguous().view(torch.int32)  # abs() turns -0.0 into +0.0
+    bits = torch.where(valid, bits, torch.full_like(bits, -1))  # never counted: every threshold is >= 0
+    k = k.to(torch.int32).unsqueeze(1)  # int32 counts: summing bools into int32 is ~2x faster than int64
+    lo = torch.zeros_like(k)  # invariant: count(bits >= lo) >= k
+    hi = torch.full_like(lo, _BITS_HI)  # invariant: count(bits >= hi) < k (when k >= 1)
+    for _ in range(_BISECT_STEPS):
+        mid = lo + (hi - lo) // 2
+        enough = (bits >= mid).sum(dim=1, keepdim=True, dtype=torch.int32) >= k
+        lo = torch.where(enough, mid, lo)
+        hi = torch.where(enough, hi, mid)
+    above = bits > lo
+    tie = bits == lo
+    room = k - above.sum(dim=1, keepdim=True, dtype=torch.int32)
+    return above | (tie & (torch.cumsum(tie, dim=1, dtype=torch.int32) <= room))
+
+
+class DBLoss(nn.Module):
+    """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)``; ``L = L_prob`` when only P is given.
+
+    - ``L_prob``: balanced BCE with OHEM (or Dice when ``bce_replace="diceloss"``). Per image i,
+      ``npos_i = sum(gt * mask)`` and ``nneg_i = min(#neg_i, floor(negative_ratio * npos_i))``; the
+      ``nneg_i`` negatives with the largest BCE are kept (exactly that many, ties broken by pixel
+      order). An image without text keeps ``min(#neg_i, min_negatives)`` hardest negatives so that
+      text-free crops still penalise their worst false positives (MindOCR clamps every image to
+      >= 10; we apply the floor only where the ratio gives nothing). Then
+      ``L_prob = (sum pos BCE + sum kept neg BCE) / (sum_i npos_i + sum_i nneg_i + eps)``.
+    - ``L_thresh``: masked L1 between T and ``thresh_map`` over ``thresh_mask``, batch-global.
+    - ``L_binary``: Dice between B and the gt over ``mask``, batch-global.
+
+    Returns the unscaled terms next to ``"loss"``; absent terms are zeros.
+    """
+
+    def __init__(
+        self,
+        eps: float = 1e-6,
+        l1_scale: float = 10,
+        bce_scale: float = 5,
+        bce_replace: str = "bceloss",
+        negative_ratio: float = 3,
+        min_negatives: int = 10,
+    ) -> None:
+        super().__init__()
+        if bce_replace not in _BCE_REPLACE:
+            raise ValueError(f"DBLoss: bce_replace must be one of {list(_BCE_REPLACE)}, got {bce_replace!r}")
+        if negative_ratio < 0 or min_negatives < 0:
+            raise ValueError(
+                f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, {min_negatives}"
+            )
+        self.eps = float(eps)
+        self.l1_scale = float(l1_scale)
+        self.bce_scale = float(bce_scale)
+        self.bce_replace = bce_replace
+        self.negative_ratio = float(negative_ratio)
+        self.min_negatives = int(min_negatives)
+
+    def extra_repr(self) -> str:
+        return (
+            f"eps={self.eps}, l1_scale={self.l1_scale}, bce_scale={self.bce_scale}, bce_replace={self.bce_replace!r}, "
+            f"negative_ratio={self.negative_ratio}, min_negatives={self.min_negatives}"
+        )
+
+    def balanced_bce(self, pred: Tensor, gt: Tensor, mask: Tensor) -> Tensor:
+        """Balanced BCE with per-image OHEM; pred, gt, mask fp32 (N, H, W), pred in [0, 1]."""
+        n = pred.shape[0]
+        pos = gt * mask
+        neg = (1.0 - gt) * mask
+        # binary_cross_entropy clamps log() at -100, so P exactly 0 or 1 stays finite.
+        loss = F.binary_cross_entropy(pred, gt, reduction="none")
+        npos = pos.sum(dim=(1, 2))
+        valid = (neg > 0).view(n, -1)
+        navail = valid.sum(dim=1)
+        by_ratio = torch.floor(self.negative_ratio * npos).to(torch.int64)
+        floor = torch.full_like(navail, self.min_negatives)
+        nneg = torch.minimum(navail, torch.where(npos > 0, by_ratio, floor))
+        keep = topk_mask(loss.view(n, -1), valid, nneg)
+        neg_sum = ((loss * neg).view(n, -1) * keep).sum()
+        return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
+
+    def forward(
+        self,
+        preds: Mapping[str, Tensor] | Tensor,
+        binary_map: Tensor,
+        mask: Tensor,
+        thresh_map: Tensor | None = None,
+        thresh_mask: Tensor | None = None,
+    ) -> dict[str, Tensor]:
+        """Compute the DB loss.
+
+        Args:
+            preds: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T and B optional), each
+                probabilities (N, 1, H, W); a bare tensor is taken as P.
+            binary_map: shrunk text gt (N, 1, H, W) or (N, H, W), 0/1.
+            mask: (N, H, W), 0 where pixels are ignored.
+            thresh_map: border-map target (N, H, W); needed when T is given.
+            thresh_mask: (N, H, W) region supervised for T; needed when T is given.
+
+        Returns:
+            ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
+        """
+        if isinstance(preds, Tensor):
+            preds = {"binary": preds}
+        if "binary" not in preds:
+            raise ValueError(f"DBLoss: preds must contain 'binary', got keys {sorted(preds)}")
+        p_raw = preds["binary"]
+        if p_raw.dim() != 4 or p_raw.shape[1] != 1:
+            raise ValueError(f"DBLoss: preds['binary'] must be (N,1,H,W), got {tuple(p_raw.shape)}")
+        shape = torch.Size((p_raw.shape[0], p_raw.shape[2], p_raw.shape[3]))
+        with torch.autocast(device_type=p_raw.device.type, enabled=False):
+            prob = _as_nhw(p_raw, "preds['binary']", shape)
+            gt = _as_nhw(binary_map, "binary_map", shape)
+            m = _as_nhw(mask, "mask", shape)
+            if self.bce_replace == "diceloss":
+                loss_prob = dice_loss(prob, gt, m, self.eps)
+            else:
+                loss_prob = self.balanced_bce(prob, gt, m)
+            zero = loss_prob.new_zeros(())
+            loss_thresh, loss_binary = zero, zero
+            if "thresh" not in preds and "thresh_binary" not in preds:
+                return {"loss": loss_prob, "loss_prob": loss_prob, "loss_thresh": zero, "loss_binary": zero}
+            if "thresh" in preds:
+                if thresh_map is None or thresh_mask is None:
+                    raise ValueError("DBLoss: preds has 'thresh' but thresh_map / thresh_mask were not given")
+                t = _as_nhw(preds["thresh"], "preds['thresh']", shape)
+                t_gt = _as_nhw(thresh_map, "thresh_map", shape)
+                t_mask = _as_nhw(thresh_mask, "thresh_mask", shape)
+                loss_thresh = masked_l1_loss(t, t_gt, t_mask, self.eps)
+            if "thresh_binary" in preds:
+                b = _as_nhw(preds["thresh_binary"], "preds['thresh_binary']", shape)
+                loss_binary = dice_loss(b, gt, m, self.eps)
+            loss = self.bce_scale * loss_prob + self.l1_scale * loss_thresh + loss_binary
+        return {"loss": loss, "loss_prob": loss_prob, "loss_thresh": loss_thresh, "loss_binary": loss_binary}

@@ -1,0 +1,189 @@
+"""Read ICDAR2015 GT / result files (folder or zip) or MindOCR label files, and score them.
+
+Formats (UTF-8, an optional BOM is dropped, blank lines are skipped):
+
+- ``gt_img_N.txt``: ``x1,y1,x2,y2,x3,y3,x4,y4,transcription`` per line; the transcription may
+  contain commas; ``###`` marks a don't-care region (the official script's only ignore tag).
+- ``res_img_N.txt``: ``x1,y1,...,x4,y4`` per line, optionally followed by a confidence.
+- MindOCR label file: ``image_path<TAB>json`` per line, the json being a list of
+  ``{"transcription", "points"}`` (GT; ``###`` and ``*`` are don't-care, as MindOCR's
+  DetLabelEncode) or a list of point lists (predictions, MindOCR's ``det_results.txt``).
+
+Images are paired by id: the file or image stem without a ``gt_`` / ``res_`` prefix (``img_12``).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from textdet.errors import DataError
+from textdet.metrics.det_metric import DetMetric
+
+ICDAR_IGNORE = ("###",)
+LABEL_IGNORE = ("###", "*")
+
+# id -> (polys, ignore tags); id -> (polys, where the detections came from, for messages)
+GtTable = dict[str, tuple[list[np.ndarray], np.ndarray]]
+PredTable = dict[str, tuple[list[np.ndarray], str]]
+
+
+def _image_id(name: str, prefix: str) -> str:
+    stem = Path(name).stem
+    return stem[len(prefix) :] if stem.startswith(prefix) else stem
+
+
+def _text_files(path: Path, prefix: str) -> Iterator[tuple[str, str]]:
+    """(display name, text) of every ``{prefix}*.txt`` in a folder or zip archive, sorted by name."""
+    if path.is_dir():
+        entries = sorted(p for p in path.iterdir() if p.name.startswith(prefix) and p.suffix == ".txt")
+        for p in entries:
+            yield str(p), _decode(p.read_bytes(), str(p))
+        return
+    with zipfile.ZipFile(path) as zf:
+        names = sorted(n for n in zf.namelist() if Path(n).name.startswith(prefix) and n.endswith(".txt"))
+        for n in names:
+            yield f"{path}:{n}", _decode(zf.read(n), f"{path}:{n}")
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{where}: not UTF-8 text ({e})") from e
+
+
+def _coords(fields: list[str], where: str) -> np.ndarray:
+    try:
+        values = [float(f) for f in fields]
+    except ValueError as e:
+        raise DataError(f"{where}: expected 8 numbers x1,y1,...,x4,y4, got {','.join(fields)!r}") from e
+    return np.asarray(values, dtype=np.float32).reshape(4, 2)
+
+
+def parse_icdar_gt(text: str, where: str) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
+    """Parse a ``gt_img_N.txt`` body -> (polys (4, 2) float32, ignore tags bool, transcriptions)."""
+    polys, texts = [], []
+    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.strip().split(",", 8)
+        if len(fields) < 9:
+            raise DataError(f"{where} line {line_no}: expected x1,y1,...,x4,y4,transcription, got {line!r}")
+        polys.append(_coords(fields[:8], f"{where} line {line_no}"))
+        texts.append(fields[8])
+    return polys, np.array([t in ICDAR_IGNORE for t in texts], dtype=bool), texts
+
+
+def parse_icdar_result(text: str, where: str) -> tuple[list[np.ndarray], list[float]]:
+    """Parse a ``res_img_N.txt`` body -> (polys (4, 2) float32, confidences; NaN where absent)."""
+    polys, scores = [], []
+    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.strip().split(",")
+        if len(fields) not in (8, 9):
+            raise DataError(f"{where} line {line_no}: expected 8 coordinates and an optional confidence, got {line!r}")
+        polys.append(_coords(fields[:8], f"{where} line {line_no}"))
+        try:
+            scores.append(float(fields[8]) if len(fields) == 9 else float("nan"))
+        except ValueError as e:
+            raise DataError(f"{where} line {line_no}: confidence {fields[8]!r} is not a number") from e
+    return polys, scores
+
+
+def _label_entries(path: Path) -> Iterator[tuple[str, Any, str]]:
+    """(image id, parsed json, 'file line N') of every line of a MindOCR label file."""
+    text = _decode(path.read_bytes(), str(path))
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {line_no}"
+        name, sep, payload = line.partition("\t")
+        if not sep:
+            raise DataError(f"{where}: expected 'image_path<TAB>json', found no tab")
+        try:
+            items = json.loads(payload)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from e
+        yield _image_id(name.strip(), ""), items, where
+
+
+def _points(value: Any, where: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float32) if isinstance(value, list) else np.zeros(0)
+    if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 3:
+        raise DataError(f"{where}: expected points [[x, y], ...] with at least 3 points, got {value!r}")
+    return arr
+
+
+def _put(table: dict, key: str, value: Any, where: str) -> None:
+    if key in table:
+        raise DataError(f"{where}: image id {key!r} appears twice")
+    table[key] = value
+
+
+def load_gt(path: str | Path) -> GtTable:
+    """GT per image id from a folder / zip of ``gt_*.txt`` files, or from a MindOCR label file."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such GT file or folder")
+    table: GtTable = {}
+    if path.is_file() and not zipfile.is_zipfile(path):
+        for key, items, where in _label_entries(path):
+            if not isinstance(items, list) or not all(isinstance(i, dict) and "points" in i for i in items):
+                raise DataError(f"{where}: expected a list of {{'transcription', 'points'}} objects")
+            polys = [_points(i["points"], where) for i in items]
+            ignore = np.array([i.get("transcription", "") in LABEL_IGNORE for i in items], dtype=bool)
+            _put(table, key, (polys, ignore), where)
+        return table
+    for where, text in _text_files(path, "gt_"):
+        polys, ignore, _ = parse_icdar_gt(text, where)
+        _put(table, _image_id(where.rsplit(":", 1)[-1], "gt_"), (polys, ignore), where)
+    return table
+
+
+def load_preds(path: str | Path) -> PredTable:
+    """Detections per image id from a folder / zip of ``res_*.txt`` files, or a MindOCR-style result file."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such result file or folder")
+    table: PredTable = {}
+    if path.is_file() and not zipfile.is_zipfile(path):
+        for key, items, where in _label_entries(path):
+            if not isinstance(items, list):
+                raise DataError(f"{where}: expected a list of polygons")
+            polys = [_points(i.get("points") if isinstance(i, dict) else i, where) for i in items]
+            _put(table, key, (polys, where), where)
+        return table
+    for where, text in _text_files(path, "res_"):
+        polys, _ = parse_icdar_result(text, where)
+        _put(table, _image_id(where.rsplit(":", 1)[-1], "res_"), (polys, where), where)
+    return table
+
+
+def evaluate_files(
+    gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5
+) -> dict[str, Any]:
+    """Score detections against GT with :class:`DetMetric` (ICDAR2015 protocol).
+
+    A GT image without detections counts as no detections; detections for an image that has no
+    GT raise :class:`DataError` naming their file.
+
+    Returns:
+        ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images"}`` (care counts).
+    """
+    gts, preds = load_gt(gt), load_preds(pred)
+    orphans = sorted(set(preds) - set(gts))
+    if orphans:
+        raise DataError(f"{preds[orphans[0]][1]}: detections for image {orphans[0]!r} which has no GT in {gt}")
+    metric = DetMetric(iou_thresh=iou_thresh, area_precision_constraint=area_precision_constraint)
+    for key in sorted(gts):
+        polys, ignore = gts[key]
+        metric.update([preds.get(key, ([], ""))[0]], [polys], [ignore])
+    tp, n_det, n_gt = (int(c) for c in metric.counts())
+    return {**metric.compute(), "tp": tp, "n_gt": n_gt, "n_det": n_det, "images": len(gts)}

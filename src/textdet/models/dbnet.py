@@ -1,0 +1,157 @@
+"""DBNet = backbone -> DBFPN -> DBHead, and ``build_model`` from MindOCR's ``model:`` section."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from textdet.errors import ConfigError
+from textdet.models.fpn import DBFPN
+from textdet.models.head import DBHead
+from textdet.models.mobilenetv3 import det_mobilenet_v3
+from textdet.models.resnet import det_resnet18, det_resnet34, det_resnet50
+from textdet.models.weights import load_model_weights
+
+logger = logging.getLogger(__name__)
+
+BACKBONES: dict[str, Callable[..., nn.Module]] = {
+    "det_resnet18": det_resnet18,
+    "det_resnet34": det_resnet34,
+    "det_resnet50": det_resnet50,
+    "det_mobilenet_v3": det_mobilenet_v3,
+}
+NECKS: dict[str, Callable[..., nn.Module]] = {"DBFPN": DBFPN}
+HEADS: dict[str, Callable[..., nn.Module]] = {"DBHead": DBHead}
+
+INPUT_DIVISOR = 32  # the backbone's last stride: the FPN's top-down sums need exact halvings
+
+
+def _tracing() -> bool:
+    """True under torch.jit tracing (ONNX export), torch.compile and torch.export."""
+    if torch.jit.is_tracing():
+        return True
+    compiler = getattr(torch, "compiler", None)
+    if compiler is None:
+        return False
+    compiling = getattr(compiler, "is_compiling", lambda: False)()
+    exporting = getattr(compiler, "is_exporting", lambda: False)()  # torch >= 2.7
+    return bool(compiling or exporting)
+
+
+def check_images(images: torch.Tensor) -> None:
+    """Raise ValueError unless ``images`` is (N, C, H, W) with H and W multiples of 32."""
+    shape = tuple(images.shape)
+    if len(shape) != 4:
+        raise ValueError(f"DBNet expects images of shape (N, 3, H, W), got {shape}")
+    h, w = shape[2], shape[3]
+    if h % INPUT_DIVISOR or w % INPUT_DIVISOR:
+        raise ValueError(
+            f"DBNet needs H and W divisible by {INPUT_DIVISOR}, got images of shape {shape} (H={h}, W={w}); "
+            f"resize or pad the input, e.g. DetResize with divisor {INPUT_DIVISOR} (limit_type/target_size "
+            f"multiples of {INPUT_DIVISOR}) in the eval pipeline, or a crop size that is a multiple of {INPUT_DIVISOR}"
+        )
+
+
+class DBNet(nn.Module):
+    """Differentiable Binarization text detector.
+
+    Args:
+        backbone: module returning 4 maps at strides 4/8/16/32.
+        neck: module fusing them into one (N, C, H/4, W/4) map.
+        head: module returning the DB maps at input resolution.
+
+    Shapes:
+        images (N, 3, H, W) float, H and W multiples of 32 ->
+        training: {"binary": P, "thresh": T, "thresh_binary": B}, each (N, 1, H, W);
+        eval: {"binary": P}.
+    """
+
+    def __init__(self, backbone: nn.Module, neck: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.neck = neck
+        self.head = head
+
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        # A plain Python check on static shapes; skipped while tracing/compiling so that exported
+        # graphs and compiled code carry no shape guard from it.
+        if not _tracing():
+            check_images(images)
+        return self.head(self.neck(self.backbone(images)))
+
+
+def _build_component(kind: str, table: Mapping[str, Callable[..., nn.Module]], spec: Any, **injected: Any) -> nn.Module:
+    """``table[spec["name"]](**injected, **rest_of_spec)`` with ConfigErrors naming ``model.<kind>``."""
+    where = f"model.{kind}"
+    if not isinstance(spec, Mapping) or "name" not in spec:
+        raise ConfigError(f"{where}: needs a 'name' (one of: {', '.join(table)}), got {spec!r}")
+    name = spec["name"]
+    if name not in table:
+        close = difflib.get_close_matches(str(name), list(table), n=1, cutoff=0.5)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"{where}.name: unknown {kind} '{name}'{hint} (valid: {', '.join(table)})")
+    factory = table[name]
+    kwargs = {k: v for k, v in spec.items() if k != "name"}
+    params = [p for p in inspect.signature(factory).parameters if p not in injected]
+    for key in kwargs:
+        if key in injected:
+            raise ConfigError(f"{where} ({name}): '{key}' is set from the previous stage; remove it from the config")
+        if key not in params:
+            close = difflib.get_close_matches(str(key), params, n=1, cutoff=0.6)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"{where} ({name}): unknown parameter '{key}'{hint} (valid: {', '.join(params)})")
+    try:
+        return factory(**injected, **kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where} ({name}): {exc}") from exc
+
+
+def build_model(
+    backbone: Mapping[str, Any],
+    neck: Mapping[str, Any],
+    head: Mapping[str, Any],
+    pretrained: str | os.PathLike | bool | None = None,
+) -> DBNet:
+    """Build a DBNet from MindOCR's ``model.backbone``, ``model.neck``, ``model.head`` dicts.
+
+    Each dict holds ``name`` plus the constructor's keyword arguments. The neck's ``in_channels``
+    comes from ``backbone.out_channels`` and the head's from ``neck.out_channels``.
+
+    Args:
+        backbone: e.g. ``{"name": "det_resnet50", "pretrained": True}``.
+        neck: e.g. ``{"name": "DBFPN", "out_channels": 256, "bias": False}``.
+        head: e.g. ``{"name": "DBHead", "k": 50, "bias": False, "adaptive": True}``.
+        pretrained: MindOCR's ``model.pretrained``: a whole-model checkpoint (plain state_dict or our
+            ``{"model": state_dict, ...}``), loaded non-strictly after the backbone's own weights; the
+            report of missing/unexpected/mismatched keys is logged. None/False: nothing.
+
+    Raises:
+        ConfigError: unknown names (listing the valid ones), bad parameters, missing weight files.
+    """
+    bb = _build_component("backbone", BACKBONES, backbone)
+    nk = _build_component("neck", NECKS, neck, in_channels=list(bb.out_channels))
+    hd = _build_component("head", HEADS, head, in_channels=nk.out_channels)
+    model = DBNet(bb, nk, hd)
+    if pretrained is True:
+        raise ConfigError(
+            "model.pretrained: true would need a released checkpoint download, and textdet never downloads; "
+            "give a checkpoint path (-o model.pretrained=/path/to/model.pth) or false"
+        )
+    if pretrained not in (None, False, ""):
+        report = load_model_weights(model, pretrained)
+        logger.info("model.pretrained: %s", report)
+    return model
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
+    """Number of parameter elements (only those with ``requires_grad`` unless ``trainable_only=False``)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

@@ -1,0 +1,120 @@
+"""DBFPN: DBNet's feature pyramid, with DBNet++'s Adaptive Scale Fusion (ASF) as an option.
+
+As MindOCR (``necks/fpn.py``, ``necks/asf.py``), which follows the original DB code:
+
+    P_i = Conv1x1(C_i -> out)                              (no BN, no activation)
+    P_i += nearest_resize(P_{i+1})  for i = 3, 2, 1         (top-down sum)
+    O_i = nearest_resize(Conv3x3(P_i -> out / 4)) to stride 4
+    out = concat([O5, O4, O3, O2])  or  ASF([O5, O4, O3, O2])   (out channels at stride 4)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def db_init_(module: nn.Module) -> None:
+    """The original DB code's init: kaiming-normal conv weights, BatchNorm weight 1 and bias 1e-4.
+
+    Conv biases keep PyTorch's default (the DB code only sets weights).
+    """
+    for m in module.modules():
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+            nn.init.kaiming_normal_(m.weight)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.constant_(m.bias, 1e-4)
+
+
+def _resize_to(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    return F.interpolate(x, size=ref.shape[-2:], mode="nearest")
+
+
+class AdaptiveScaleFusion(nn.Module):
+    """DBNet++ ASF: attention weights per scale, computed from the concatenated levels.
+
+    Residual-add style as MindOCR / MMOCR / PaddleOCR (not the multiplicative form of the paper figure):
+
+        R = Conv3x3(concat(x) -> C/4, bias)
+        R = R + sigmoid(Conv1x1(relu(Conv1x1(GAP(R)))))      if channel_attention
+        A = sigmoid(Conv1x1(relu(Conv3x3(mean_c(R))))) + R
+        W = sigmoid(Conv1x1(A -> n_levels))
+        out = concat([W[:, i] * x_i])
+
+    Args:
+        channels: channels of the concatenated input (= output).
+        num_levels: number of input maps (4).
+        channel_attention: add the channel-attention branch.
+    """
+
+    def __init__(self, channels: int, num_levels: int = 4, channel_attention: bool = True) -> None:
+        super().__init__()
+        inner = channels // 4
+        self.conv = nn.Conv2d(channels, inner, 3, padding=1, bias=True)
+        self.chan_att = nn.Sequential(
+            nn.Conv2d(inner, inner // 4, 1, bias=False),
+            nn.ReLU(),
+            nn.Conv2d(inner // 4, inner, 1, bias=False),
+            nn.Sigmoid(),
+        ) if channel_attention else None
+        self.spat_att = nn.Sequential(
+            nn.Conv2d(1, 1, 3, padding=1, bias=False), nn.ReLU(), nn.Conv2d(1, 1, 1, bias=False), nn.Sigmoid()
+        )
+        self.scale_att = nn.Sequential(nn.Conv2d(inner, num_levels, 1, bias=False), nn.Sigmoid())
+
+    def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
+        """list of n (N, C/n, H, W) -> (N, C, H, W)."""
+        reduced = self.conv(torch.cat(features, dim=1))
+        if self.chan_att is not None:
+            reduced = reduced + self.chan_att(reduced.mean(dim=(2, 3), keepdim=True))
+        spatial = self.spat_att(reduced.mean(dim=1, keepdim=True)) + reduced
+        weights = self.scale_att(spatial)
+        return torch.cat([weights[:, i : i + 1] * f for i, f in enumerate(features)], dim=1)
+
+
+class DBFPN(nn.Module):
+    """DBNet's neck (MindOCR ``DBFPN``).
+
+    Args:
+        in_channels: backbone channels at strides 4/8/16/32 (``backbone.out_channels``).
+        out_channels: lateral width; the output has ``out_channels`` channels (4 levels x out/4).
+        bias: bias in the lateral and output convs.
+        use_asf: fuse with DBNet++'s Adaptive Scale Fusion instead of a plain concat.
+        channel_attention: ASF's channel-attention branch (only with ``use_asf``).
+
+    Shapes:
+        list of (N, in_channels[i], H/s_i, W/s_i) -> (N, out_channels, H/4, W/4).
+    """
+
+    def __init__(
+        self, in_channels: list[int], out_channels: int = 256, bias: bool = False, use_asf: bool = False,
+        channel_attention: bool = True,
+    ) -> None:
+        super().__init__()
+        in_channels = [int(c) for c in in_channels]
+        if len(in_channels) != 4:
+            raise ValueError(f"DBFPN expects 4 backbone levels (strides 4/8/16/32), got in_channels={in_channels}")
+        if out_channels % 4 or (use_asf and out_channels % 16):
+            need = 16 if use_asf else 4
+            raise ValueError(f"DBFPN out_channels must be a multiple of {need}, got {out_channels}")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.unify_channels = nn.ModuleList([nn.Conv2d(c, out_channels, 1, bias=bias) for c in in_channels])
+        self.out = nn.ModuleList(
+            [nn.Conv2d(out_channels, out_channels // 4, 3, padding=1, bias=bias) for _ in in_channels]
+        )
+        self.asf = AdaptiveScaleFusion(out_channels, len(in_channels), channel_attention) if use_asf else None
+        db_init_(self)
+
+    def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
+        laterals = [conv(f) for conv, f in zip(self.unify_channels, features, strict=True)]
+        for i in range(len(laterals) - 2, -1, -1):  # top-down: P4 += up(P5), P3 += up(P4), P2 += up(P3)
+            laterals[i] = laterals[i] + _resize_to(laterals[i + 1], laterals[i])
+        outs = [conv(p) for conv, p in zip(self.out, laterals, strict=True)]
+        outs = [outs[0]] + [_resize_to(o, outs[0]) for o in outs[1:]]  # all to stride 4
+        outs = outs[::-1]  # [O5, O4, O3, O2]: the original DB code's order, kept for checkpoint compatibility
+        if self.asf is not None:
+            return self.asf(outs)
+        return torch.cat(outs, dim=1)

@@ -1,0 +1,191 @@
+"""MobileNetV3-Large backbone for DBNet, laid out as mindcv's (MindOCR's ``det_mobilenet_v3``).
+
+``features`` is a flat list like mindcv's: stem conv, BN, hard-swish, 15 inverted-residual blocks,
+last 1x1 conv, BN, hard-swish (21 entries). MindOCR takes the outputs of entries [5, 8, 14, 20],
+i.e. strides 4/8/16/32; with ``scale=0.5`` their channels are [16, 24, 56, 480]. The module names
+follow mindcv (``features.3.layers.0.weight``, ``...conv_reduce``), so converting a mindcv
+checkpoint is a rename of BN parameters (gamma/beta/moving_mean/moving_variance).
+
+Known difference: mindcv's depthwise convs use pad_mode="same" (TF-style, extra padding at the
+bottom/right for stride 2); here padding is symmetric (k // 2) like torchvision. Shapes agree, a
+converted checkpoint sees a one-pixel shift at stride-2 layers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from textdet.models.weights import load_backbone_weights, resolve_backbone_weights
+
+# k, expansion, out channels, squeeze-excite, activation, stride (Searching for MobileNetV3, table 1)
+LARGE_SETTING: tuple[tuple[int, int, int, bool, str, int], ...] = (
+    (3, 16, 16, False, "relu", 1),
+    (3, 64, 24, False, "relu", 2),
+    (3, 72, 24, False, "relu", 1),
+    (5, 72, 40, True, "relu", 2),
+    (5, 120, 40, True, "relu", 1),
+    (5, 120, 40, True, "relu", 1),
+    (3, 240, 80, False, "hswish", 2),
+    (3, 200, 80, False, "hswish", 1),
+    (3, 184, 80, False, "hswish", 1),
+    (3, 184, 80, False, "hswish", 1),
+    (3, 480, 112, True, "hswish", 1),
+    (3, 672, 112, True, "hswish", 1),
+    (5, 672, 160, True, "hswish", 2),
+    (5, 960, 160, True, "hswish", 1),
+    (5, 960, 160, True, "hswish", 1),
+)
+
+
+def make_divisible(v: float, divisor: int = 8, min_value: int | None = None) -> int:
+    """Round a channel count to a multiple of ``divisor`` without going 10% below ``v`` (mindcv/TF rule)."""
+    min_value = divisor if min_value is None else min_value
+    new_v = max(min_value, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+def _act(name: str) -> nn.Module:
+    return nn.Hardswish() if name == "hswish" else nn.ReLU()
+
+
+class SqueezeExcite(nn.Module):
+    """x * hard_sigmoid(conv(relu(conv(mean_hw(x))))), reduction 4, rounded to a multiple of 8."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        reduced = make_divisible(channels / 4, 8)
+        self.conv_reduce = nn.Conv2d(channels, reduced, 1, bias=True)
+        self.act = nn.ReLU()
+        self.conv_expand = nn.Conv2d(reduced, channels, 1, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x.mean(dim=(2, 3), keepdim=True)
+        return x * F.hardsigmoid(self.conv_expand(self.act(self.conv_reduce(s))))
+
+
+class InvertedResidual(nn.Module):
+    """[1x1 expand + BN + act] -> kxk depthwise (stride) + BN + act -> [SE] -> 1x1 project + BN (+ input)."""
+
+    def __init__(self, in_ch: int, mid_ch: int, out_ch: int, kernel: int, stride: int, act: str, se: bool) -> None:
+        super().__init__()
+        self.use_residual = stride == 1 and in_ch == out_ch
+        layers: list[nn.Module] = []
+        if in_ch != mid_ch:  # mindcv skips the expansion when it would be an identity-sized 1x1
+            layers += [nn.Conv2d(in_ch, mid_ch, 1, bias=False), nn.BatchNorm2d(mid_ch), _act(act)]
+        layers += [
+            nn.Conv2d(mid_ch, mid_ch, kernel, stride, kernel // 2, groups=mid_ch, bias=False),
+            nn.BatchNorm2d(mid_ch),
+            _act(act),
+        ]
+        if se:
+            layers.append(SqueezeExcite(mid_ch))
+        layers += [nn.Conv2d(mid_ch, out_ch, 1, bias=False), nn.BatchNorm2d(out_ch)]
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.layers(x) if self.use_residual else self.layers(x)
+
+
+class DetMobileNetV3(nn.Module):
+    """MobileNetV3-Large feature extractor.
+
+    Args:
+        scale: width multiplier (MindOCR's ``alpha``); 0.5 in MindOCR's DBNet-MobileNetV3 config.
+        out_stages: indices into ``features`` whose outputs are returned (mindcv numbering).
+        in_channels: image channels.
+
+    Attributes:
+        out_channels: channels of each returned map ([16, 24, 56, 480] at scale 0.5).
+        strides: stride of each returned map ([4, 8, 16, 32] for the default stages).
+    """
+
+    def __init__(self, scale: float = 0.5, out_stages: tuple[int, ...] = (5, 8, 14, 20), in_channels: int = 3) -> None:
+        super().__init__()
+        if scale <= 0:
+            raise ValueError(f"scale must be positive, got {scale}")
+        channels = make_divisible(16 * scale)
+        features: list[nn.Module] = [
+            nn.Conv2d(in_channels, channels, 3, 2, 1, bias=False), nn.BatchNorm2d(channels), nn.Hardswish()
+        ]
+        stage_channels, stage_strides = [channels] * 3, [2] * 3
+        for k, e, c, se, act, s in LARGE_SETTING:
+            mid, out = make_divisible(scale * e), make_divisible(scale * c)
+            features.append(InvertedResidual(channels, mid, out, k, s, act, se))
+            channels = out
+            stage_channels.append(channels)
+            stage_strides.append(stage_strides[-1] * s)
+        last = channels * 6
+        features += [nn.Conv2d(channels, last, 1, bias=False), nn.BatchNorm2d(last), nn.Hardswish()]
+        stage_channels += [last] * 3
+        stage_strides += [stage_strides[-1]] * 3
+        self.features = nn.ModuleList(features)
+
+        out_stages = tuple(int(i) for i in out_stages)
+        bad = [i for i in out_stages if not 0 <= i < len(features)]
+        if bad or list(out_stages) != sorted(set(out_stages)):
+            raise ValueError(
+                f"out_stages must be increasing indices in [0, {len(features) - 1}], got {list(out_stages)}"
+            )
+        self.out_stages = out_stages
+        self.out_channels = [stage_channels[i] for i in out_stages]
+        self.strides = [stage_strides[i] for i in out_stages]
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        # mindcv's init: normal(0, sqrt(2 / (k*k*out))) for convs, zero bias; BN 1/0.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
+                nn.init.normal_(m.weight, 0.0, math.sqrt(2.0 / n))
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """(N, C, H, W) -> list of maps at ``self.strides`` with ``self.out_channels``."""
+        outputs = []
+        for i, layer in enumerate(self.features):
+            x = layer(x)
+            if i in self.out_stages:
+                outputs.append(x)
+        return outputs
+
+
+def det_mobilenet_v3(
+    pretrained: bool | str | None = None,
+    scale: float | None = None,
+    alpha: float | None = None,
+    architecture: str = "large",
+    out_stages: list[int] | tuple[int, ...] = (5, 8, 14, 20),
+    in_channels: int = 3,
+) -> DetMobileNetV3:
+    """MobileNetV3-Large backbone (MindOCR ``det_mobilenet_v3``).
+
+    Args:
+        pretrained: None/False: random init; a string: path to a state_dict in this module's layout
+            (``features.*``; classifier keys are ignored). True is an error: no standard file exists
+            for this width, and nothing is downloaded.
+        scale: width multiplier; default 0.5.
+        alpha: MindOCR's name for ``scale`` (give one of the two).
+        architecture: only "large".
+        out_stages: indices into ``features`` to return (MindOCR's ``out_stages``).
+        in_channels: image channels.
+    """
+    if architecture != "large":
+        raise ValueError(f"det_mobilenet_v3: only architecture 'large' is implemented, got {architecture!r}")
+    if scale is not None and alpha is not None and scale != alpha:
+        raise ValueError(f"det_mobilenet_v3: scale={scale} and alpha={alpha} disagree; give one of them")
+    width = scale if scale is not None else alpha if alpha is not None else 0.5
+    path = resolve_backbone_weights(pretrained, "det_mobilenet_v3", filenames=())
+    model = DetMobileNetV3(scale=width, out_stages=tuple(out_stages), in_channels=in_channels)
+    if path is not None:
+        load_backbone_weights(model, path, "det_mobilenet_v3", ignore_prefixes=("classifier.", "pool."))
+    return model

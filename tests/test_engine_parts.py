@@ -1,0 +1,151 @@
+"""Engine building blocks with hand-computed answers: LR schedules, param groups, EMA, scaler, checkpoints."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from textdet.data.dataset import EpochSampler, collate
+from textdet.engine.amp import LossScaler, amp_settings
+from textdet.engine.checkpoint import EpochCheckpoints, atomic_save, load_checkpoint
+from textdet.engine.ema import ModelEMA
+from textdet.engine.optim import build_optimizer, param_groups
+from textdet.engine.schedule import LRSchedule
+from textdet.errors import ConfigError
+
+
+def test_polynomial_with_warmup_matches_hand_values():
+    # 10 steps/epoch, 10 epochs, warmup 2: linear 0 -> lr over steps 0..19, then (1 - t/8)^0.9 decay
+    s = LRSchedule("polynomial_decay", 0.01, 10, 10, warmup_epochs=2, min_lr=0.0, decay_rate=0.9)
+    assert s(0) == 0.0
+    assert s(5) == pytest.approx(0.01 * 5 / 20)
+    assert s(20) == pytest.approx(0.01)
+    assert s(60) == pytest.approx(0.01 * (1 - 4 / 8) ** 0.9)
+    assert s(100) == pytest.approx(0.0)
+
+
+def test_cosine_and_step_schedules():
+    c = LRSchedule("cosine_decay", 1.0, 1, 20, warmup_epochs=0, min_lr=0.0, decay_epochs=10)
+    assert c(0) == pytest.approx(1.0) and c(5) == pytest.approx(0.5) and c(10) == 0.0 and c(15) == 0.0
+    st = LRSchedule("step_decay", 1.0, 2, 10, warmup_epochs=0, decay_epochs=3, decay_rate=0.5)
+    assert st(5) == 1.0 and st(6) == 0.5 and st(12) == 0.25
+    ms = LRSchedule("multi_step_decay", 1.0, 1, 10, warmup_epochs=0, milestones=[2, 5], decay_rate=0.1)
+    assert ms(1) == 1.0 and ms(2) == pytest.approx(0.1) and ms(6) == pytest.approx(0.01)
+    stair = LRSchedule("polynomial_decay", 1.0, 4, 4, warmup_epochs=0, min_lr=0.0, decay_rate=1.0,
+                       lr_epoch_stair=True)
+    assert stair(5) == stair(4) == pytest.approx(0.75)
+
+
+def test_warmup_longer_than_run_is_reported():
+    s = LRSchedule("polynomial_decay", 0.007, 100, 1, warmup_epochs=3)
+    (msg,) = s.warnings()
+    assert "whole run is warm-up" in msg
+
+
+def test_unknown_schedule_lists_valid():
+    with pytest.raises(ConfigError, match="valid: constant"):
+        LRSchedule("cosine", 0.1, 1, 1)
+
+
+def test_filter_bias_and_bn():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, bias=True), nn.BatchNorm2d(4))
+    decay, no_decay = param_groups(m, 1e-4, filter_bias_and_bn=True)
+    assert [p.shape for p in decay["params"]] == [torch.Size([4, 3, 3, 3])]
+    assert len(no_decay["params"]) == 3 and no_decay["weight_decay"] == 0.0
+    (only,) = param_groups(m, 1e-4, filter_bias_and_bn=False)
+    assert len(only["params"]) == 4
+    opt = build_optimizer(m, "SGD", 0.1, weight_decay=1e-4, momentum=0.9)
+    assert isinstance(opt, torch.optim.SGD) and opt.defaults["momentum"] == 0.9
+
+
+def test_ema_ramp_and_state():
+    m = nn.Linear(2, 1, bias=False)
+    ema = ModelEMA(m, decay=0.9999, ramp=2000)
+    with torch.no_grad():
+        m.weight.fill_(1.0)
+        ema.module.weight.fill_(0.0)
+    ema.update(m)
+    d = 0.9999 * (1 - math.exp(-1 / 2000))
+    assert ema.module.weight[0, 0].item() == pytest.approx(1 - d)
+    other = ModelEMA(m)
+    other.load_state_dict(ema.state_dict())
+    assert other.updates == 1 and torch.equal(other.module.weight, ema.module.weight)
+
+
+def test_dynamic_loss_scaler():
+    s = LossScaler(enabled=True, dynamic=True, scale=512, factor=2, window=2)
+    p = torch.zeros(2, requires_grad=True)
+    p.grad = torch.tensor([512.0, float("inf")])
+    assert s.unscale_and_check([p], check=False) is True
+    s.update(True)
+    assert s.scale == 256
+    s.update(False)
+    s.update(False)
+    assert s.scale == 512
+    off = LossScaler(enabled=False, dynamic=True, scale=512)
+    assert off.scale == 1.0 and off.scale_loss(torch.tensor(2.0)) == 2.0
+    p.grad = torch.tensor([1.0, float("nan")])
+    assert off.unscale_and_check([p], check=True) is True and off.unscale_and_check([p], check=False) is False
+
+
+def test_amp_settings():
+    assert amp_settings("O0", "cpu").dtype is None
+    assert amp_settings("O2", "cpu").dtype == torch.bfloat16
+    assert amp_settings("O1", "cuda").dtype == torch.float16 and amp_settings("O1", "cuda").needs_scaling
+
+
+def test_atomic_save_leaves_no_partial_file(tmp_path, monkeypatch):
+    path = str(tmp_path / "best.ckpt")
+    atomic_save({"a": 1}, path)
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", boom)
+    with pytest.raises(OSError):
+        atomic_save({"a": 2}, path)
+    assert load_checkpoint(path, "x") == {"a": 1}
+    assert sorted(os.listdir(tmp_path)) == ["best.ckpt"]
+
+
+def test_epoch_checkpoints_top_k_and_latest_k(tmp_path):
+    top = EpochCheckpoints(str(tmp_path / "top"), 2, "top_k")
+    for epoch, metric in [(1, 0.5), (2, 0.9), (3, 0.1), (4, 0.7)]:
+        top.save({"epoch": epoch}, epoch, metric)
+    assert sorted(os.listdir(tmp_path / "top")) == ["e2.ckpt", "e4.ckpt"]
+    latest = EpochCheckpoints(str(tmp_path / "latest"), 2, "latest_k")
+    for epoch in range(1, 5):
+        latest.save({"epoch": epoch}, epoch, 0.0)
+    assert sorted(os.listdir(tmp_path / "latest")) == ["e3.ckpt", "e4.ckpt"]
+    none = EpochCheckpoints(str(tmp_path / "none"), 0, "top_k")
+    assert none.save({}, 1, 1.0) is None and not (tmp_path / "none").exists()
+
+
+def test_sampler_shards_and_reshuffles():
+    shards = [list(EpochSampler(10, True, seed=1, rank=r, world_size=3)) for r in range(3)]
+    assert all(len(s) == 4 for s in shards)  # ceil(10/3), padded by wrapping
+    indices = [i for s in shards for _, i in s]
+    assert set(indices) == set(range(10))
+    s = EpochSampler(10, True, seed=1)
+    first = [i for _, i in s]
+    s.set_epoch(1)
+    second = list(s)
+    assert second[0][0] == 1 and [i for _, i in second] != first
+    evals = [list(EpochSampler(10, False, 0, rank=r, world_size=3, pad=False)) for r in range(3)]
+    assert sorted(i for s in evals for _, i in s) == list(range(10))
+
+
+def test_collate_stacks_maps_and_keeps_polygons_ragged():
+    a = {"image": np.zeros((4, 4, 3), np.uint8), "polys": [np.zeros((4, 2))], "ignore_tags": np.array([False]),
+         "shape_list": np.array([8, 8, 0.5, 0.5], np.float32), "_skipped": 1}
+    b = {"image": np.ones((4, 4, 3), np.uint8), "polys": [], "ignore_tags": np.array([], bool),
+         "shape_list": np.array([4, 4, 1, 1], np.float32), "_skipped": 0}
+    batch = collate([a, b])
+    assert batch["image"].shape == (2, 4, 4, 3) and batch["image"].dtype == torch.uint8
+    assert isinstance(batch["polys"], list) and len(batch["polys"][0]) == 1 and batch["polys"][1] == []
+    assert batch["shape_list"].shape == (2, 4) and batch["_skipped"] == 1
