@@ -147,7 +147,9 @@ def test_full_loss_combines_the_terms():
 def test_fp32_under_bf16_autocast_and_grads_flow():
     t = _targets()
     g = torch.Generator().manual_seed(2)
-    leaves = {k: torch.rand(2, 1, 16, 16, generator=g, requires_grad=True) for k in ("binary", "thresh", "thresh_binary")}
+    leaves = {
+        k: torch.rand(2, 1, 16, 16, generator=g, requires_grad=True) for k in ("binary", "thresh", "thresh_binary")
+    }
     with torch.autocast("cpu", dtype=torch.bfloat16):
         preds = {k: v.to(torch.bfloat16) for k, v in leaves.items()}
         out = DBLoss()(preds, **t)
@@ -163,8 +165,11 @@ def test_bad_inputs_and_build_loss():
     with pytest.raises(ValueError, match=r"\(N,1,H,W\)"):
         DBLoss()({"binary": torch.rand(1, 2, 4, 4)}, torch.zeros(1, 1, 4, 4), torch.ones(1, 4, 4))
     with pytest.raises(ValueError, match="thresh_map"):
-        DBLoss()({"binary": torch.rand(1, 1, 4, 4), "thresh": torch.rand(1, 1, 4, 4)}, torch.zeros(1, 1, 4, 4),
-                 torch.ones(1, 4, 4))
+        DBLoss()(
+            {"binary": torch.rand(1, 1, 4, 4), "thresh": torch.rand(1, 1, 4, 4)},
+            torch.zeros(1, 1, 4, 4),
+            torch.ones(1, 4, 4),
+        )
     assert LOSSES == {"DBLoss": DBLoss}
     assert build_loss("DBLoss", bce_scale=1).bce_scale == 1.0
     with pytest.raises(ConfigError, match="DBLoss"):

@@ -26,9 +26,9 @@ def scores(dets: list, gts: list, ignore: list | None = None) -> dict[str, float
 def test_exact_match():
     """::
 
-        +------+   GT 0..10 x 0..10
-        | GT=D |   detection identical -> P = R = F = 1
-        +------+
+    +------+   GT 0..10 x 0..10
+    | GT=D |   detection identical -> P = R = F = 1
+    +------+
     """
     assert scores([box(0, 0, 10, 10)], [box(0, 0, 10, 10)]) == {"recall": 1.0, "precision": 1.0, "f-score": 1.0}
 
@@ -36,10 +36,10 @@ def test_exact_match():
 def test_miss():
     """::
 
-        +----+          +----+
-        | GT |          | D  |   no overlap: TP 0, one FN, one FP
-        +----+          +----+
-        0..10           20..30
+    +----+          +----+
+    | GT |          | D  |   no overlap: TP 0, one FN, one FP
+    +----+          +----+
+    0..10           20..30
     """
     assert evaluate_image([box(20, 0, 30, 10)], [box(0, 0, 10, 10)], [False]) == (0, 1, 1)
     assert scores([box(20, 0, 30, 10)], [box(0, 0, 10, 10)]) == {"recall": 0.0, "precision": 0.0, "f-score": 0.0}
@@ -48,9 +48,9 @@ def test_miss():
 def test_split_detections_both_fail_iou():
     """::
 
-        +---------+---------+   GT 0..20 x 0..10
-        |   D1    |   D2    |   D1 0..10, D2 10..20: IoU = 100 / 200 = 0.5 each, not > 0.5
-        +---------+---------+
+    +---------+---------+   GT 0..20 x 0..10
+    |   D1    |   D2    |   D1 0..10, D2 10..20: IoU = 100 / 200 = 0.5 each, not > 0.5
+    +---------+---------+
     """
     assert evaluate_image([box(0, 0, 10, 10), box(10, 0, 20, 10)], [box(0, 0, 20, 10)], [False]) == (0, 2, 1)
 
@@ -58,11 +58,11 @@ def test_split_detections_both_fail_iou():
 def test_merged_detection_matches_at_most_one_gt():
     """::
 
-        +---GT1---+ +---GT2---+    GT1 0..10, GT2 11..21 (x), 0..10 (y)
-        +-------- D ----------+    D 0..21: IoU(GT1) = 100/210 < 0.5 -> nothing matches
+    +---GT1---+ +---GT2---+    GT1 0..10, GT2 11..21 (x), 0..10 (y)
+    +-------- D ----------+    D 0..21: IoU(GT1) = 100/210 < 0.5 -> nothing matches
 
-        +--GT1--+ +GT2+            GT1 0..16, GT2 17..21; D 0..21: IoU(GT1) = 160/210 > 0.5
-        +------- D -------+        -> TP 1 (GT1); GT2 is missed, D cannot match twice
+    +--GT1--+ +GT2+            GT1 0..16, GT2 17..21; D 0..21: IoU(GT1) = 160/210 > 0.5
+    +------- D -------+        -> TP 1 (GT1); GT2 is missed, D cannot match twice
     """
     assert evaluate_image([box(0, 0, 21, 10)], [box(0, 0, 10, 10), box(11, 0, 21, 10)], [False, False]) == (0, 1, 2)
     assert evaluate_image([box(0, 0, 21, 10)], [box(0, 0, 16, 10), box(17, 0, 21, 10)], [False, False]) == (1, 1, 2)
@@ -71,9 +71,9 @@ def test_merged_detection_matches_at_most_one_gt():
 def test_duplicate_detection_is_a_false_positive():
     """::
 
-        +--------+   GT 0..10 x 0..10
-        | D1 D2  |   two identical detections: one TP, one FP -> precision 0.5, recall 1
-        +--------+   (MindOCR's first-match loop would report precision 1.0)
+    +--------+   GT 0..10 x 0..10
+    | D1 D2  |   two identical detections: one TP, one FP -> precision 0.5, recall 1
+    +--------+   (MindOCR's first-match loop would report precision 1.0)
     """
     got = scores([box(0, 0, 10, 10), box(0, 0, 10, 10)], [box(0, 0, 10, 10)])
     assert got["precision"] == 0.5 and got["recall"] == 1.0 and got["f-score"] == pytest.approx(2 / 3)
@@ -82,10 +82,10 @@ def test_duplicate_detection_is_a_false_positive():
 def test_detection_on_dont_care_gt_is_not_counted():
     """::
 
-        +------+ +-----+    GT1 '###' 0..10;  D1 1..9 lies inside it -> don't care
-        | ###  | | GT2 |    GT2 20..30 matched by D2 -> P = R = 1
-        | [D1] | | D2  |    D3 5..15 is 50% inside ### (not > 0.5): a care false positive
-        +------+ +-----+
+    +------+ +-----+    GT1 '###' 0..10;  D1 1..9 lies inside it -> don't care
+    | ###  | | GT2 |    GT2 20..30 matched by D2 -> P = R = 1
+    | [D1] | | D2  |    D3 5..15 is 50% inside ### (not > 0.5): a care false positive
+    +------+ +-----+
     """
     dets = [box(1, 1, 9, 9), box(20, 0, 30, 10)]
     gts, ignore = [box(0, 0, 10, 10), box(20, 0, 30, 10)], [True, False]
@@ -97,10 +97,10 @@ def test_detection_on_dont_care_gt_is_not_counted():
 def test_iou_exactly_half_is_not_a_match():
     """::
 
-        y=0  +------+          GT 0..4 x 0..3 (area 12)
-        y=1  |+----+|          D  0..4 x 1..4 (area 12)
-        y=3  +|----|+          intersection 0..4 x 1..3 = 8, union 16, IoU = 0.5 exactly
-        y=4   +----+           -> no match (the protocol needs IoU > 0.5)
+    y=0  +------+          GT 0..4 x 0..3 (area 12)
+    y=1  |+----+|          D  0..4 x 1..4 (area 12)
+    y=3  +|----|+          intersection 0..4 x 1..3 = 8, union 16, IoU = 0.5 exactly
+    y=4   +----+           -> no match (the protocol needs IoU > 0.5)
     """
     assert evaluate_image([box(0, 1, 4, 4)], [box(0, 0, 4, 3)], [False]) == (0, 1, 1)
     assert evaluate_image([box(0.5, 1.7, 4.9, 4.2)], [box(0, 0, 4, 3)], [False])[0] == 0  # truncates to the same
@@ -126,7 +126,9 @@ def test_empty_data_set_and_pooling():
     metric.update([[box(0, 0, 10, 10)], []], [[box(0, 0, 10, 10)], [box(0, 0, 5, 5), box(9, 9, 20, 20)]], [None, None])
     assert metric.counts().tolist() == [1, 1, 3]
     assert metric.compute()["recall"] == pytest.approx(1 / 3)
-    metric.update([{"polys": [box(0, 0, 5, 5)], "scores": [0.9]}], [[box(0, 0, 5, 5)]], [[False]])  # a post-process dict
+    metric.update(
+        [{"polys": [box(0, 0, 5, 5)], "scores": [0.9]}], [[box(0, 0, 5, 5)]], [[False]]
+    )  # a post-process dict
     assert metric.counts().tolist() == [2, 2, 4]
 
 
@@ -140,7 +142,7 @@ def test_counts_round_trip_and_merge():
         images.append((dets, gts, rng.random(4) < 0.2))
     whole, first, second = DetMetric(), DetMetric(), DetMetric()
     for m, part in ((whole, images), (first, images[:3]), (second, images[3:])):
-        m.update(*map(list, zip(*part)))
+        m.update([d for d, _, _ in part], [g for _, g, _ in part], [i for _, _, i in part])
     merged = DetMetric()
     merged.set_counts(first.counts() + second.counts())
     assert merged.counts().dtype == np.int64
@@ -198,8 +200,15 @@ def test_evaluate_files_on_a_small_folder(tmp_path: Path):
     _write(gt, "gt_img_1.txt", "0,0,10,0,10,10,0,10,Hello, world\n20,0,30,0,30,10,20,10,###\n", bom=True)
     _write(gt, "gt_img_2.txt", "0,0,10,0,10,10,0,10,x\n")
     _write(res, "res_img_1.txt", "0,0,10,0,10,10,0,10,0.9\n21,1,29,1,29,9,21,9\n")
-    expected = {"recall": 0.5, "precision": 1.0, "f-score": pytest.approx(2 / 3), "tp": 1, "n_gt": 2, "n_det": 1,
-                "images": 2}
+    expected = {
+        "recall": 0.5,
+        "precision": 1.0,
+        "f-score": pytest.approx(2 / 3),
+        "tp": 1,
+        "n_gt": 2,
+        "n_det": 1,
+        "images": 2,
+    }
     assert evaluate_files(str(gt), str(res)) == expected
 
     with zipfile.ZipFile(tmp_path / "res.zip", "w") as zf:  # a zipped submission reads the same

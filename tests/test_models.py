@@ -223,6 +223,20 @@ def test_pretrained_missing_file_names_file_folder_and_escape(tmp_path, monkeypa
         det_resnet18(pretrained=str(tmp_path / "nowhere.pth"))
 
 
+def test_mobilenet_takes_mindocr_config_and_never_downloads():
+    """MindOCR's db_mobilenetv3 backbone section builds; its pretrained URL is refused, not fetched."""
+    spec = {"name": "det_mobilenet_v3", "architecture": "large", "alpha": 0.5, "out_stages": [5, 8, 14, 20],
+            "bottleneck_params": {"se_version": "SqueezeExciteV2", "always_expand": True}}
+    model = build_model(spec, {"name": "DBFPN", "out_channels": 32}, {"name": "DBHead"})
+    assert model.backbone.out_channels == [16, 24, 56, 480]
+    assert "features.3.layers.0.weight" in model.backbone.state_dict()  # the always_expand 1x1 conv
+    url = "https://download.mindspore.cn/toolkits/mindcv/mobilenet/mobilenetv3/x.ckpt"
+    with pytest.raises(ConfigError, match="never downloads"):
+        build_model({**spec, "pretrained": url}, {"name": "DBFPN", "out_channels": 32}, {"name": "DBHead"})
+    with pytest.raises(ConfigError, match="model.backbone.pretrained=false"):
+        det_mobilenet_v3(pretrained=True)
+
+
 def test_pretrained_shape_mismatch_names_the_key(tmp_path):
     path = tmp_path / "narrow.pth"
     torch.save(det_resnet18(width=8).state_dict(), path)

@@ -21,8 +21,8 @@ def _fill(prob: np.ndarray, x0: int, y0: int, x1: int, y1: int, value: float) ->
 def _two_boxes() -> np.ndarray:
     """64 x 128 map::
 
-        A: x 10..50, y 10..20 (40 x 10, P 0.9)  D = 40*10*1.5 / (2*50)  = 6  -> x 4..56,  y 4..26
-        B: x 70..110, y 30..50 (40 x 20, P 0.8) D = 40*20*1.5 / (2*60) = 10 -> x 60..120, y 20..60
+    A: x 10..50, y 10..20 (40 x 10, P 0.9)  D = 40*10*1.5 / (2*50)  = 6  -> x 4..56,  y 4..26
+    B: x 70..110, y 30..50 (40 x 20, P 0.8) D = 40*20*1.5 / (2*60) = 10 -> x 60..120, y 20..60
     """
     prob = np.zeros((64, 128), np.float32)
     _fill(prob, 10, 10, 50, 20, 0.9)
@@ -90,9 +90,9 @@ def test_max_candidates():
 def test_poly_mode_follows_an_l_shaped_blob():
     """L-shaped blob; poly mode keeps the notch empty, quad mode covers it (and scores lower)::
 
-        x 10..30, y 10..50  (vertical bar)
-        x 10..60, y 40..50  (foot)
-        notch centre (45, 20) is outside the L
+    x 10..30, y 10..50  (vertical bar)
+    x 10..60, y 40..50  (foot)
+    notch centre (45, 20) is outside the L
     """
     prob = np.zeros((64, 80), np.float32)
     _fill(prob, 10, 10, 30, 50, 0.9)
@@ -119,10 +119,9 @@ def test_batch_of_two_from_tensor_dict_and_numpy():
     assert [len(r["polys"]) for r in expected] == [2, 1]
     for pred in (maps[:, None], torch.from_numpy(maps[:, None]), {"binary": torch.from_numpy(maps[:, None])}):
         got = pp(pred)
-        for a, b in zip(got, expected):
-            assert a["scores"] == b["scores"]
-            for pa, pb in zip(a["polys"], b["polys"]):
-                np.testing.assert_array_equal(pa, pb)
+        assert [r["scores"] for r in got] == [r["scores"] for r in expected]
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(np.stack(a["polys"]), np.stack(b["polys"]))
 
 
 def test_slow_score_and_dilation():

@@ -602,11 +602,12 @@ class ValidatePolygons:
 
     The visible area is the (h, w) of ``actual_size`` (the un-padded crop) or of the image, i.e.
     [-0.5, w - 0.5] x [-0.5, h - 0.5] in pixel-centre coordinates (MindOCR's box(0, 0, w, h) is
-    the same area in its pixel-corner view; see the module docstring). A polygon not intersecting it is dropped with its text and tag; one whose visible area is
-    < ``min_area`` becomes ignored. With ``clip_to_visible_area`` the polygon is replaced by its
-    visible part and ignored when that has fewer than ``min_vertices`` vertices. Polygons whose
-    bbox lies inside the area skip clipping (the common case after a text-preserving crop), and the
-    clip is a vectorised Sutherland-Hodgman instead of one shapely intersection per polygon.
+    the same area in its pixel-corner view; see the module docstring). A polygon not intersecting
+    it is dropped with its text and tag; one whose visible area is < ``min_area`` becomes ignored.
+    With ``clip_to_visible_area`` the polygon is replaced by its visible part and ignored when that
+    has fewer than ``min_vertices`` vertices. Polygons whose bbox lies inside the area skip
+    clipping (the common case after a text-preserving crop), and the clip is a vectorised
+    Sutherland-Hodgman instead of one shapely intersection per polygon.
     """
 
     def __init__(self, min_area: float = 1.0, clip_to_visible_area: bool = False, min_vertices: int = 4) -> None:

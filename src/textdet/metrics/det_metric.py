@@ -150,8 +150,7 @@ class DetMetric:
                 f"DetMetric.update: batch sizes differ: {len(preds)} preds, {len(gts)} gts, "
                 f"{len(ignore_tags)} ignore_tags"
             )
-        for i, dets in enumerate(preds):  # lengths checked above (zip(strict=) needs Python 3.10)
-            gt, ignore = gts[i], ignore_tags[i]
+        for dets, gt, ignore in zip(preds, gts, ignore_tags, strict=True):
             if isinstance(dets, Mapping):
                 dets = dets["polys"]
             self._counts += np.array(

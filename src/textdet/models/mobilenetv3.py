@@ -55,11 +55,15 @@ def _act(name: str) -> nn.Module:
 
 
 class SqueezeExcite(nn.Module):
-    """x * hard_sigmoid(conv(relu(conv(mean_hw(x))))), reduction 4, rounded to a multiple of 8."""
+    """x * hard_sigmoid(conv(relu(conv(mean_hw(x))))).
 
-    def __init__(self, channels: int) -> None:
+    ``version="SqueezeExcite"`` reduces to channels / 4 rounded to a multiple of 8 (mindcv default);
+    ``"SqueezeExciteV2"`` (MindOCR's mobilenet config) to channels // 4.
+    """
+
+    def __init__(self, channels: int, version: str = "SqueezeExcite") -> None:
         super().__init__()
-        reduced = make_divisible(channels / 4, 8)
+        reduced = channels // 4 if version == "SqueezeExciteV2" else make_divisible(channels / 4, 8)
         self.conv_reduce = nn.Conv2d(channels, reduced, 1, bias=True)
         self.act = nn.ReLU()
         self.conv_expand = nn.Conv2d(reduced, channels, 1, bias=True)
@@ -72,11 +76,14 @@ class SqueezeExcite(nn.Module):
 class InvertedResidual(nn.Module):
     """[1x1 expand + BN + act] -> kxk depthwise (stride) + BN + act -> [SE] -> 1x1 project + BN (+ input)."""
 
-    def __init__(self, in_ch: int, mid_ch: int, out_ch: int, kernel: int, stride: int, act: str, se: bool) -> None:
+    def __init__(
+        self, in_ch: int, mid_ch: int, out_ch: int, kernel: int, stride: int, act: str, se: bool,
+        se_version: str = "SqueezeExcite", always_expand: bool = False,
+    ) -> None:
         super().__init__()
         self.use_residual = stride == 1 and in_ch == out_ch
         layers: list[nn.Module] = []
-        if in_ch != mid_ch:  # mindcv skips the expansion when it would be an identity-sized 1x1
+        if in_ch != mid_ch or always_expand:  # mindcv skips an expansion that keeps the width, unless told
             layers += [nn.Conv2d(in_ch, mid_ch, 1, bias=False), nn.BatchNorm2d(mid_ch), _act(act)]
         layers += [
             nn.Conv2d(mid_ch, mid_ch, kernel, stride, kernel // 2, groups=mid_ch, bias=False),
@@ -84,7 +91,7 @@ class InvertedResidual(nn.Module):
             _act(act),
         ]
         if se:
-            layers.append(SqueezeExcite(mid_ch))
+            layers.append(SqueezeExcite(mid_ch, se_version))
         layers += [nn.Conv2d(mid_ch, out_ch, 1, bias=False), nn.BatchNorm2d(out_ch)]
         self.layers = nn.Sequential(*layers)
 
@@ -99,16 +106,23 @@ class DetMobileNetV3(nn.Module):
         scale: width multiplier (MindOCR's ``alpha``); 0.5 in MindOCR's DBNet-MobileNetV3 config.
         out_stages: indices into ``features`` whose outputs are returned (mindcv numbering).
         in_channels: image channels.
+        se_version: "SqueezeExcite" or "SqueezeExciteV2" (see ``SqueezeExcite``).
+        always_expand: keep the 1x1 expansion conv of the first block even though it keeps the width.
 
     Attributes:
         out_channels: channels of each returned map ([16, 24, 56, 480] at scale 0.5).
         strides: stride of each returned map ([4, 8, 16, 32] for the default stages).
     """
 
-    def __init__(self, scale: float = 0.5, out_stages: tuple[int, ...] = (5, 8, 14, 20), in_channels: int = 3) -> None:
+    def __init__(
+        self, scale: float = 0.5, out_stages: tuple[int, ...] = (5, 8, 14, 20), in_channels: int = 3,
+        se_version: str = "SqueezeExcite", always_expand: bool = False,
+    ) -> None:
         super().__init__()
         if scale <= 0:
             raise ValueError(f"scale must be positive, got {scale}")
+        if se_version not in ("SqueezeExcite", "SqueezeExciteV2"):
+            raise ValueError(f"se_version must be 'SqueezeExcite' or 'SqueezeExciteV2', got {se_version!r}")
         channels = make_divisible(16 * scale)
         features: list[nn.Module] = [
             nn.Conv2d(in_channels, channels, 3, 2, 1, bias=False), nn.BatchNorm2d(channels), nn.Hardswish()
@@ -116,7 +130,7 @@ class DetMobileNetV3(nn.Module):
         stage_channels, stage_strides = [channels] * 3, [2] * 3
         for k, e, c, se, act, s in LARGE_SETTING:
             mid, out = make_divisible(scale * e), make_divisible(scale * c)
-            features.append(InvertedResidual(channels, mid, out, k, s, act, se))
+            features.append(InvertedResidual(channels, mid, out, k, s, act, se, se_version, always_expand))
             channels = out
             stage_channels.append(channels)
             stage_strides.append(stage_strides[-1] * s)
@@ -166,6 +180,7 @@ def det_mobilenet_v3(
     architecture: str = "large",
     out_stages: list[int] | tuple[int, ...] = (5, 8, 14, 20),
     in_channels: int = 3,
+    bottleneck_params: dict | None = None,
 ) -> DetMobileNetV3:
     """MobileNetV3-Large backbone (MindOCR ``det_mobilenet_v3``).
 
@@ -178,14 +193,20 @@ def det_mobilenet_v3(
         architecture: only "large".
         out_stages: indices into ``features`` to return (MindOCR's ``out_stages``).
         in_channels: image channels.
+        bottleneck_params: MindOCR's block options: ``se_version`` ("SqueezeExcite" | "SqueezeExciteV2")
+            and ``always_expand`` (bool); its db_mobilenetv3 config uses SqueezeExciteV2 + always_expand.
     """
+    params = dict(bottleneck_params or {})
+    unknown = sorted(set(params) - {"se_version", "always_expand"})
+    if unknown:
+        raise ValueError(f"det_mobilenet_v3: unknown bottleneck_params {unknown} (valid: se_version, always_expand)")
     if architecture != "large":
         raise ValueError(f"det_mobilenet_v3: only architecture 'large' is implemented, got {architecture!r}")
     if scale is not None and alpha is not None and scale != alpha:
         raise ValueError(f"det_mobilenet_v3: scale={scale} and alpha={alpha} disagree; give one of them")
     width = scale if scale is not None else alpha if alpha is not None else 0.5
     path = resolve_backbone_weights(pretrained, "det_mobilenet_v3", filenames=())
-    model = DetMobileNetV3(scale=width, out_stages=tuple(out_stages), in_channels=in_channels)
+    model = DetMobileNetV3(scale=width, out_stages=tuple(out_stages), in_channels=in_channels, **params)
     if path is not None:
         load_backbone_weights(model, path, "det_mobilenet_v3", ignore_prefixes=("classifier.", "pool."))
     return model

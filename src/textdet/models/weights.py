@@ -66,6 +66,11 @@ def resolve_backbone_weights(
             f"file there, give a path with -o model.backbone.pretrained=/path/to/file.pth, or train from scratch "
             f"with {_ESCAPE}"
         )
+    if isinstance(pretrained, str) and pretrained.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"{arch}: pretrained is a URL ({pretrained}); textdet never downloads. Fetch a PyTorch state_dict "
+            f"yourself (MindSpore .ckpt files need converting) and give its path, or train from scratch with {_ESCAPE}"
+        )
     if isinstance(pretrained, (str, os.PathLike)):
         path = Path(pretrained).expanduser()
         if not path.is_file():

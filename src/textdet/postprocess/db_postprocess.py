@@ -21,6 +21,7 @@ that counts neighbouring blobs inside the box, so we use PaddleOCR's box/polygon
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,19 +53,19 @@ def _to_numpy_maps(pred: Any, pred_name: str) -> np.ndarray:
     return maps
 
 
-def _min_area_box(points: np.ndarray) -> tuple[np.ndarray, float]:
-    """4 corners (TL, TR, BR, BL) float32 of the minimum-area rectangle around ``points``, and its short side."""
-    rect = cv2.minAreaRect(points.reshape(-1, 1, 2).astype(np.float32))
-    return order_points_clockwise(cv2.boxPoints(rect)), float(min(rect[1]))
+def _short_side(points: np.ndarray) -> tuple[tuple, float]:
+    """``cv2.minAreaRect`` of ``points`` and the rectangle's short side."""
+    rect = cv2.minAreaRect(points.reshape(-1, 1, 2).astype(np.float32, copy=False))
+    return rect, float(min(rect[1]))
 
 
 def _mean_inside(prob: np.ndarray, poly: np.ndarray) -> float:
-    """Mean of ``prob`` over the pixels of ``poly`` rasterised within its (clipped) bounding box."""
+    """Mean of ``prob`` over the pixels of ``poly`` (P, 2) rasterised within its (clipped) bounding box."""
     h, w = prob.shape
-    x0 = int(np.clip(np.floor(poly[:, 0].min()), 0, w - 1))
-    x1 = int(np.clip(np.ceil(poly[:, 0].max()), 0, w - 1))
-    y0 = int(np.clip(np.floor(poly[:, 1].min()), 0, h - 1))
-    y1 = int(np.clip(np.ceil(poly[:, 1].max()), 0, h - 1))
+    lo, hi = poly.min(axis=0), poly.max(axis=0)
+    # plain Python ints: np.clip on scalars costs more than the rest of this function
+    x0, y0 = min(max(math.floor(lo[0]), 0), w - 1), min(max(math.floor(lo[1]), 0), h - 1)
+    x1, y1 = min(max(math.ceil(hi[0]), 0), w - 1), min(max(math.ceil(hi[1]), 0), h - 1)
     mask = np.zeros((y1 - y0 + 1, x1 - x0 + 1), dtype=np.uint8)
     shifted = (poly - np.array([x0, y0], dtype=poly.dtype)).astype(np.int32).reshape(-1, 1, 2)
     cv2.fillPoly(mask, [shifted], 1)
@@ -153,7 +154,7 @@ class DBPostprocess:
 
     def extract(self, prob: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
         """Candidates of one (H, W) float32 probability map, in (unrounded) map pixels."""
-        bitmap = (prob >= self.binary_thresh).astype(np.uint8)
+        bitmap = (prob >= self.binary_thresh).view(np.uint8)  # bool -> uint8 without a copy
         if self.use_dilation:
             bitmap = cv2.dilate(bitmap, _DILATION_KERNEL)
         contours, _ = cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
@@ -168,27 +169,34 @@ class DBPostprocess:
     def _candidate(self, prob: np.ndarray, contour: np.ndarray) -> tuple[np.ndarray, float] | None:
         """One contour -> (points float32 (P, 2), score), or None when it is filtered out."""
         if self.box_type == "quad":
-            points, short_side = _min_area_box(contour)
+            rect, short_side = _short_side(contour)
             if short_side < _MIN_SIDE:
                 return None
+            points = cv2.boxPoints(rect)
+            # geometry.unclip_distance on this rectangle, without its numpy overhead per contour
+            (rw, rh), perimeter = rect[1], 2.0 * (rect[1][0] + rect[1][1])
+            distance = rw * rh * self.expand_ratio / perimeter
         else:
             epsilon = _POLY_EPSILON * cv2.arcLength(contour, True)
             points = cv2.approxPolyDP(contour, epsilon, True).reshape(-1, 2).astype(np.float32)
             if points.shape[0] < 4:
                 return None
+            distance = unclip_distance(points, self.expand_ratio)
         if self.score_mode == "fast":
             score = _mean_inside(prob, points)
         else:
             score = _mean_inside(prob, contour.reshape(-1, 2).astype(np.float32))
         if score < self.box_thresh:
             return None
-        expanded = offset_polygon(points, unclip_distance(points, self.expand_ratio))
+        expanded = offset_polygon(points, distance)
         if len(expanded) != 1:  # vanished, or split into pieces (only a concave polygon can split)
             return None
-        box, short_side = _min_area_box(expanded[0])
+        rect, short_side = _short_side(expanded[0])
         if short_side < _MIN_SIDE + 2:
             return None
-        return (box if self.box_type == "quad" else expanded[0].astype(np.float32)), score
+        if self.box_type == "quad":
+            return order_points_clockwise(cv2.boxPoints(rect)), score
+        return expanded[0].astype(np.float32), score
 
     @staticmethod
     def _rescale(poly: np.ndarray, map_hw: tuple[int, int], shape: np.ndarray | None) -> np.ndarray:
