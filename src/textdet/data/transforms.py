@@ -675,13 +675,14 @@ class NormalizeImage:
 
     def __init__(self, mean: str | list[float] = "imagenet", std: str | list[float] = "imagenet", is_hwc: bool = True,
                  bgr_to_rgb: bool = False, rgb_to_bgr: bool = False) -> None:
-        self.mean_values = _mean_std(mean, "mean", IMAGENET_MEAN)
-        self.std_values = _mean_std(std, "std", IMAGENET_STD)
+        self.mean = _mean_std(mean, "mean", IMAGENET_MEAN)  # (3,) float64, output channel order
+        self.std = _mean_std(std, "std", IMAGENET_STD)
         self.is_hwc = bool(is_hwc)
-        self.swap = bool(bgr_to_rgb or rgb_to_bgr)
+        self.bgr_to_rgb, self.rgb_to_bgr = bool(bgr_to_rgb), bool(rgb_to_bgr)
+        self.swap = self.bgr_to_rgb or self.rgb_to_bgr
         shape = (1, 1, 3) if self.is_hwc else (3, 1, 1)
-        self._mean = self.mean_values.reshape(shape).astype(np.float32)
-        self._inv_std = (1.0 / self.std_values).reshape(shape).astype(np.float32)
+        self._mean = self.mean.reshape(shape).astype(np.float32)
+        self._inv_std = (1.0 / self.std).reshape(shape).astype(np.float32)
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         img = sample["image"]
@@ -694,8 +695,8 @@ class NormalizeImage:
         return sample
 
     def __repr__(self) -> str:
-        return _repr(self, mean=self.mean_values.tolist(), std=self.std_values.tolist(), is_hwc=self.is_hwc,
-                     swap_channels=self.swap)
+        return _repr(self, mean=self.mean.tolist(), std=self.std.tolist(), is_hwc=self.is_hwc,
+                     bgr_to_rgb=self.bgr_to_rgb, rgb_to_bgr=self.rgb_to_bgr)
 
 
 class ToCHWImage:

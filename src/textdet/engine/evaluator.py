@@ -23,8 +23,17 @@ def progress_bar(show: bool, total: int, desc: str):
 
 
 def ground_truth(batch: dict) -> tuple[list, list]:
-    """GT polygons in original-image pixels and their ignore tags, per image of the batch."""
-    polys = [[np.asarray(p, dtype=np.float32) for p in ps] for ps in batch["polys"]]
+    """GT polygons in original-image pixels and their ignore tags, per image of the batch.
+
+    DetResize scales the GT polygons with the image (x * scale_w, y * scale_h); detections are
+    mapped back to the original image through ``shape_list``, so the GT goes back the same way.
+    Rounding to 1e-3 px restores integer ICDAR coordinates exactly before the metric truncates them.
+    """
+    shapes = batch["shape_list"].numpy() if "shape_list" in batch else None
+    polys = []
+    for i, ps in enumerate(batch["polys"]):
+        scale = np.array([shapes[i][3], shapes[i][2]], dtype=np.float64) if shapes is not None else np.ones(2)
+        polys.append([np.round(np.asarray(p, dtype=np.float64) / scale, 3) for p in ps])
     tags = [np.asarray(t, dtype=bool) for t in batch["ignore_tags"]]
     return polys, tags
 
