@@ -238,7 +238,7 @@ class BorderMap:
             padded = paths[0] if len(paths) == 1 else _outer(paths)
             cv2.fillPoly(tmask, [padded.astype(np.int32)], 1.0)
             lo, hi = padded.min(axis=0), padded.max(axis=0)
-            box = (max(int(lo[0]), 0), max(int(lo[1]), 0), min(int(hi[0]), w - 1), min(int(hi[1]), h - 1))
+            box = (0, max(int(lo[1]), 0), min(int(hi[0]), w - 1), min(int(hi[1]), h - 1))
             if box[0] <= box[2] and box[1] <= box[3]:
                 _update_border(norm_sq, poly, distance, box)
         value = np.sqrt(norm_sq, out=norm_sq)
