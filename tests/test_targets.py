@@ -219,6 +219,18 @@ def test_fast_equals_reference_on_random_quads_and_a_curve():
     assert (out["thresh_map"] > 0.3 + 1e-3).sum() > 500  # the comparison covers real ramps
 
 
+def test_long_thin_polygon_keeps_full_precision():
+    """A needle (0, 0) -> (300, 300) -> (0, 1): A = 150, L = 849.5, D = 0.148, edges ~2900 D long.
+    Integer pixels such as (7, 7) lie exactly on its long edge (value 1, thresh 0.7). Float32
+    offsets of ~200 px are off by ~1e-5 px, i.e. ~1e-4 of D (measured: 2e-5 in thresh_map),
+    so such edges are computed in float64."""
+    needle = np.array([[0, 0], [300, 300], [0, 1]])
+    out = BorderMap()(make_sample([needle], h=304, w=304), np.random.default_rng(0))
+    expected = reference_thresh_map([needle], [False], 304, 304)
+    assert expected[7, 7] == pytest.approx(0.7) and expected[150, 150] == pytest.approx(0.7)
+    np.testing.assert_allclose(out["thresh_map"], expected, rtol=0, atol=1e-6)
+
+
 # --- degenerate input --------------------------------------------------------------------------
 
 # Vertices on a quarter-pixel grid reach degenerate cases (collinear, repeated points, slivers)

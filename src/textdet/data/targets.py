@@ -205,9 +205,12 @@ class BorderMap:
         shrink_ratio: r in ``D = A (1 - r^2) / L``, in [0, 1).
         thresh_min: threshold far from any text edge.
         thresh_max: threshold on a text edge; ``0 <= thresh_min <= thresh_max <= 1``.
+        fast: MindOCR's approximate Chebyshev variant (PR #569). Accepted so MindOCR configs load;
+            the map here is always the exact one, which is already faster than MindOCR's ``fast``.
     """
 
-    def __init__(self, shrink_ratio: float = 0.4, thresh_min: float = 0.3, thresh_max: float = 0.7) -> None:
+    def __init__(self, shrink_ratio: float = 0.4, thresh_min: float = 0.3, thresh_max: float = 0.7,
+                 fast: bool = False) -> None:
         self.shrink_ratio = _check_ratio(shrink_ratio)
         for name, value in (("thresh_min", thresh_min), ("thresh_max", thresh_max)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
@@ -238,7 +241,7 @@ class BorderMap:
             padded = paths[0] if len(paths) == 1 else _outer(paths)
             cv2.fillPoly(tmask, [padded.astype(np.int32)], 1.0)
             lo, hi = padded.min(axis=0), padded.max(axis=0)
-            box = (0, max(int(lo[1]), 0), min(int(hi[0]), w - 1), min(int(hi[1]), h - 1))
+            box = (max(int(lo[0]), 0), max(int(lo[1]), 0), min(int(hi[0]), w - 1), min(int(hi[1]), h - 1))
             if box[0] <= box[2] and box[1] <= box[3]:
                 _update_border(norm_sq, poly, distance, box)
         value = np.sqrt(norm_sq, out=norm_sq)

@@ -63,11 +63,15 @@ def throughput_verdict(summary: dict, cfg: Config, batch_size: int) -> str:
     workers = cfg.train.loader.num_workers
     cores = os.cpu_count() or 1
     if share > 0.10:
-        per_worker = loader_rate / max(workers, 1)
-        more = min(cores, max(workers * 2, 1))
+        if workers == 0:  # loading ran in this process: its rate is images / seconds spent loading
+            per_worker = images / max(wait, 1e-9)
+        else:
+            per_worker = loader_rate / workers
+        more = max(min(cores, workers * 2 if workers else cores), 1)
+        expect = min(per_worker * more, model_rate)
         return (f"verdict: INPUT-BOUND — the step waited for data {100 * share:.0f}% of the time. The loader gives "
                 f"{loader_rate:.1f} img/s, the model could take {model_rate:.1f} img/s. With {workers} worker(s) on "
-                f"{cores} core(s) (~{per_worker:.1f} img/s each) expect up to ~{per_worker * more:.1f} img/s at "
+                f"{cores} core(s) (~{per_worker:.1f} img/s per loading process) expect up to ~{expect:.1f} img/s at "
                 f"num_workers={more}. Options: -o train.loader.num_workers={more}, a smaller crop_size, fewer "
                 f"RandomScale upscales, or `textdet bench data -c CFG` to see which transform costs most.")
     return (f"verdict: COMPUTE-BOUND — data wait is {100 * share:.0f}% of the step; the model runs at "

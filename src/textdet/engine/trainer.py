@@ -125,6 +125,13 @@ class Trainer:
             self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
         self.train_loader = build.build_split_loader(cfg, "train", self.train_set, self.dist.rank,
                                                      self.dist.world_size, self.device)
+        # Workers start on the first batch now, while the model is built (start-up overlap); a
+        # resumed run starts at a later epoch, whose order is only known after loading.
+        resume_path = self._resume_path()
+        self._early_iter = None
+        if cfg.train.loader.num_workers > 0 and not dry_run and resume_path is None:
+            self.train_loader.sampler.set_epoch(0)
+            self._early_iter = iter(self.train_loader)
         self.postprocess = build.build_postprocess_from_config(cfg)
         self.metric = build.build_metric_from_config(cfg)
         self.indicator = build.main_indicator(cfg)
@@ -132,7 +139,6 @@ class Trainer:
 
         # Model, loss, precision.
         self.amp = amp_settings(cfg.system.amp_level, self.device.type)
-        resume_path = self._resume_path()
         model = build.build_model_from_config(cfg, pretrained_backbone=False if resume_path else None)
         self.startup.mark("model build + weights")
         self.n_params = count_parameters(model, trainable_only=True)
@@ -209,7 +215,7 @@ class Trainer:
         if mode == "off" or self.cfg.system.mode == 1:
             return False
         if self.device.type != "cuda":
-            logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10%% speed; running eager "
+            logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
                         "(force it with --compile on)")
             return False
         return True
@@ -270,11 +276,14 @@ class Trainer:
     def train_one_epoch(self, epoch: int, num_epochs: int) -> EpochStats:
         cfg = self.cfg
         self.train_loader.sampler.set_epoch(epoch)
+        source, self._early_iter = self._early_iter if epoch == 0 else None, None
+        if source is None:
+            source = self.train_loader
         self.forward_model.train()
         stats, window = EpochStats(), EpochStats()
         steps = self.steps_per_epoch
         bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
-        batches = Prefetcher(self.train_loader, self.feed, enabled=self.sink or self.device.type == "cuda")
+        batches = Prefetcher(source, self.feed, enabled=self.sink or self.device.type == "cuda")
         skipped = 0
         for i, batch in enumerate(batches):
             if epoch == self.epoch and i == 0:

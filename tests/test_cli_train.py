@@ -1,0 +1,176 @@
+"""End to end through the real CLI on a tiny config (torchtune style): train, resume, eval, and
+the engine's promises — pinned first loss, exact resume, accumulation, EMA in best.ckpt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from conftest import RECIPE, tiny_overrides
+
+from textdet.cli import main
+from textdet.config import load_config
+from textdet.engine.trainer import Trainer
+
+
+def run_cli(*args: str) -> int:
+    return main(list(args))
+
+
+def cli_args(cmd: str, opts: list[str], *extra: str) -> list[str]:
+    out = [cmd, "-c", RECIPE]
+    for o in opts:
+        out += ["-o", o]
+    return out + list(extra)
+
+
+def read_jsonl(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def two_then_three(synth_root, tmp_path_factory):
+    """One run trained 2 epochs then resumed to 3, and one run trained 3 epochs straight."""
+    base = tmp_path_factory.mktemp("runs")
+    resumed, straight = str(base / "resumed"), str(base / "straight")
+    assert run_cli(*cli_args("train", tiny_overrides(synth_root, resumed), "--no-progress")) == 0
+    after_two = sorted(os.listdir(resumed))
+    opts = tiny_overrides(synth_root, resumed, **{"scheduler.num_epochs": 3, "model.resume": True})
+    assert run_cli(*cli_args("train", opts, "--no-progress")) == 0
+    opts = tiny_overrides(synth_root, straight, **{"scheduler.num_epochs": 3})
+    assert run_cli(*cli_args("train", opts, "--no-progress")) == 0
+    return resumed, straight, after_two
+
+
+def test_run_folder_layout(two_then_three):
+    resumed, _, after_two = two_then_three
+    for name in ("train_config.yaml", "train.log", "metrics.jsonl", "startup.json", "best.ckpt", "e1.ckpt",
+                 "e2.ckpt", "train_resume.ckpt"):
+        assert name in after_two, name
+    startup = json.load(open(os.path.join(resumed, "startup.json")))
+    assert {"total_to_first_batch", "total_to_first_step"} <= set(startup)
+    assert startup["total_to_first_step"] >= startup["total_to_first_batch"] > 0
+    assert "first batch ready" in startup["stages"] and "model build + weights" in startup["stages"]
+    resolved = yaml.safe_load(open(os.path.join(resumed, "train_config.yaml")))
+    assert resolved["model"]["backbone"]["width"] == 8
+    log = open(os.path.join(resumed, "train.log")).read()
+    assert "epoch: [1/2] step: [2/6], loss:" in log and "fps per card" in log and "data wait" in log
+    assert "Total number of trainable parameters" in log and "verdict:" in log and "Performance:" in log
+
+
+def test_first_loss_is_pinned(two_then_three):
+    """Seed 42, tiny recipe, CPU: the first epoch's mean loss is a fixed number (update it on purpose only)."""
+    _, straight, _ = two_then_three
+    records = read_jsonl(os.path.join(straight, "metrics.jsonl"))
+    assert records[0]["loss"] == pytest.approx(PINNED_FIRST_EPOCH_LOSS, rel=1e-4)
+
+
+PINNED_FIRST_EPOCH_LOSS = 17.039310
+
+
+def test_resume_continues_exactly(two_then_three):
+    resumed, straight, _ = two_then_three
+    a, b = read_jsonl(os.path.join(resumed, "metrics.jsonl")), read_jsonl(os.path.join(straight, "metrics.jsonl"))
+    assert [r["epoch"] for r in a] == [1, 2, 3] == [r["epoch"] for r in b]
+    # 2 epochs + resume + 1 epoch == 3 epochs straight: same LR position, same losses, same weights
+    assert [r["lr"] for r in a] == pytest.approx([r["lr"] for r in b], rel=1e-12)
+    assert [r["loss"] for r in a] == pytest.approx([r["loss"] for r in b], rel=1e-5)
+    ra = torch.load(os.path.join(resumed, "train_resume.ckpt"), weights_only=False)
+    rb = torch.load(os.path.join(straight, "train_resume.ckpt"), weights_only=False)
+    assert ra["step"] == rb["step"] == 18 and ra["epoch"] == 3
+    for k, v in rb["model"].items():
+        torch.testing.assert_close(ra["model"][k], v, rtol=1e-5, atol=1e-6)
+
+
+def test_eval_finds_best_ckpt_through_config(two_then_three, capsys):
+    resumed, _, _ = two_then_three
+    opts = tiny_overrides(os.path.dirname(resumed), resumed)
+    root = load_config(RECIPE, tiny_overrides("x", resumed)).eval.ckpt_load_path
+    assert root == os.path.join(resumed, "best.ckpt")
+    synth = yaml.safe_load(open(os.path.join(resumed, "train_config.yaml")))["eval"]["dataset"]["dataset_root"]
+    opts = tiny_overrides(synth, resumed)
+    capsys.readouterr()
+    assert run_cli(*cli_args("eval", opts, "--json")) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {"recall", "precision", "f-score", "images", "img_per_s"} <= set(result)
+    assert result["images"] == 4 and result["checkpoint"] == os.path.join(resumed, "best.ckpt")
+
+
+def test_resume_true_without_file_starts_fresh(synth_root, tmp_path, caplog):
+    opts = tiny_overrides(synth_root, str(tmp_path / "r"), **{"scheduler.num_epochs": 1, "model.resume": True})
+    assert run_cli(*cli_args("train", opts, "--no-progress")) == 0
+    log = open(tmp_path / "r" / "train.log").read()
+    assert "no checkpoint at" in open(tmp_path / "r" / "train.log").read() or "starting fresh" in log
+
+
+def _trainer(cfg_overrides: dict, synth_root: str, run_dir: str) -> Trainer:
+    cfg = load_config(RECIPE, tiny_overrides(synth_root, run_dir, **cfg_overrides))
+    return Trainer(cfg, device="cpu", progress=False)
+
+
+def _freeze_bn(model: torch.nn.Module) -> None:
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.eval()
+
+
+def test_gradient_accumulation_matches_big_batch(synth_root, tmp_path):
+    """k=2 micro-batches of [a, b] == one batch [a, b, a, b] (BN frozen; DB losses are batch ratios,
+    so duplicating a batch leaves the loss function unchanged)."""
+    opt = {"optimizer.opt": "sgd", "optimizer.momentum": 0.0, "scheduler.scheduler": "constant"}
+    big = _trainer({**opt, "train.loader.batch_size": 4}, synth_root, str(tmp_path / "a"))
+    acc = _trainer({**opt, "train.gradient_accumulation_steps": 2}, synth_root, str(tmp_path / "b"))
+    acc.model.load_state_dict(big.model.state_dict())
+    batch = next(iter(acc.train_loader))
+    batch = acc.feed(batch)
+    doubled = {k: torch.cat([v, v]) if torch.is_tensor(v) else v for k, v in batch.items()}
+    for t in (big, acc):
+        _freeze_bn(t.model)
+    big.train_step(doubled, sync=True)
+    big.optimizer_step()
+    acc.train_step(batch, sync=False)
+    acc.train_step(batch, sync=True)
+    acc.optimizer_step()
+    for (name, p), q in zip(big.model.named_parameters(), acc.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6, msg=name)
+    assert big.global_step == acc.global_step == 1
+
+
+def test_ema_is_what_best_ckpt_holds(synth_root, tmp_path):
+    run = str(tmp_path / "ema")
+    opts = tiny_overrides(synth_root, run, **{"train.ema": True, "train.ema_decay": 0.9, "scheduler.num_epochs": 1})
+    assert run_cli(*cli_args("train", opts, "--no-progress")) == 0
+    best = torch.load(os.path.join(run, "best.ckpt"), weights_only=False)["model"]
+    resume = torch.load(os.path.join(run, "train_resume.ckpt"), weights_only=False)
+    ema, raw = resume["ema"]["module"], resume["model"]
+    assert resume["ema"]["updates"] == 6
+    key = "head.segm.0.weight" if "head.segm.0.weight" in raw else next(k for k in raw if k.endswith("weight"))
+    assert not torch.equal(ema[key], raw[key])
+    for k in best:
+        assert torch.equal(best[k], ema[k])
+
+
+def test_dry_run_console_script(synth_root, tmp_path):
+    """The installed entry point, as a user runs it: validates and exits without a step."""
+    opts = tiny_overrides(synth_root, str(tmp_path / "dry"))
+    cmd = [sys.executable, "-m", "textdet", *cli_args("train", opts, "--dry-run")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Total number of trainable parameters" in out.stdout and "dry run" in out.stdout
+    assert not os.path.exists(tmp_path / "dry" / "train_resume.ckpt")
+
+
+def test_bad_config_fails_fast_with_location(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(open(RECIPE).read().replace("box_thresh: 0.5", "box_tresh: 0.5"))
+    cmd = [sys.executable, "-m", "textdet", "train", "-c", str(bad), "-o", "train.dataset.dataset_root=/nonexistent"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "postprocess" in out.stderr and "box_tresh" in out.stderr and "did you mean 'box_thresh'" in out.stderr
+    assert "Traceback" not in out.stderr
