@@ -36,15 +36,24 @@ def read_jsonl(path: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def two_then_three(synth_root, tmp_path_factory):
-    """One run trained 2 epochs then resumed to 3, and one run trained 3 epochs straight."""
+    """A 3-epoch run killed during epoch 3 then resumed, and the same run trained straight through."""
     base = tmp_path_factory.mktemp("runs")
     resumed, straight = str(base / "resumed"), str(base / "straight")
-    assert run_cli(*cli_args("train", tiny_overrides(synth_root, resumed), "--no-progress")) == 0
+    real_epoch = Trainer.train_one_epoch
+
+    def killed_in_third_epoch(self, epoch, num_epochs):
+        if epoch == 2:
+            raise KeyboardInterrupt  # what Ctrl-C or a kill does mid-epoch
+        return real_epoch(self, epoch, num_epochs)
+
+    opts = tiny_overrides(synth_root, resumed, **{"scheduler.num_epochs": 3})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Trainer, "train_one_epoch", killed_in_third_epoch)
+        assert run_cli(*cli_args("train", opts, "--no-progress")) == 130
     after_two = sorted(os.listdir(resumed))
-    opts = tiny_overrides(synth_root, resumed, **{"scheduler.num_epochs": 3, "model.resume": True})
-    assert run_cli(*cli_args("train", opts, "--no-progress")) == 0
-    opts = tiny_overrides(synth_root, straight, **{"scheduler.num_epochs": 3})
-    assert run_cli(*cli_args("train", opts, "--no-progress")) == 0
+    assert run_cli(*cli_args("train", opts + ["model.resume=True"], "--no-progress")) == 0
+    assert run_cli(*cli_args("train", tiny_overrides(synth_root, straight, **{"scheduler.num_epochs": 3}),
+                             "--no-progress")) == 0
     return resumed, straight, after_two
 
 
@@ -60,7 +69,7 @@ def test_run_folder_layout(two_then_three):
     resolved = yaml.safe_load(open(os.path.join(resumed, "train_config.yaml")))
     assert resolved["model"]["backbone"]["width"] == 8
     log = open(os.path.join(resumed, "train.log")).read()
-    assert "epoch: [1/2] step: [2/6], loss:" in log and "fps per card" in log and "data wait" in log
+    assert "epoch: [1/3] step: [2/6], loss:" in log and "fps per card" in log and "data wait" in log
     assert "Total number of trainable parameters" in log and "verdict:" in log and "Performance:" in log
 
 
@@ -90,7 +99,6 @@ def test_resume_continues_exactly(two_then_three):
 
 def test_eval_finds_best_ckpt_through_config(two_then_three, capsys):
     resumed, _, _ = two_then_three
-    opts = tiny_overrides(os.path.dirname(resumed), resumed)
     root = load_config(RECIPE, tiny_overrides("x", resumed)).eval.ckpt_load_path
     assert root == os.path.join(resumed, "best.ckpt")
     synth = yaml.safe_load(open(os.path.join(resumed, "train_config.yaml")))["eval"]["dataset"]["dataset_root"]

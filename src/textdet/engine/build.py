@@ -85,11 +85,29 @@ def model_specs(cfg: Config) -> dict[str, dict]:
     return specs
 
 
-def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None) -> nn.Module:
-    """The DBNet of ``cfg.model``; ``pretrained_backbone=False`` skips ImageNet weights (eval, resume)."""
+def check_model_specs(cfg: Config) -> dict[str, dict]:
+    """Names and keyword arguments of backbone/neck/head, checked without building anything."""
     specs = model_specs(cfg)
     for part, table in (("backbone", BACKBONES), ("neck", NECKS), ("head", HEADS)):
         _component(cfg, f"model.{part}", specs[part], table, part)
+    return specs
+
+
+def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval")) -> None:
+    """Every cheap check first, so a typo anywhere fails in about a second, before data or model work."""
+    check_columns(cfg, splits)
+    check_model_specs(cfg)
+    build_loss_from_config(cfg)
+    build_postprocess_from_config(cfg)
+    build_metric_from_config(cfg)
+    for split in splits:
+        if getattr(cfg, split).dataset.transform_pipeline:
+            build_pipeline(cfg, split)
+
+
+def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None) -> nn.Module:
+    """The DBNet of ``cfg.model``; ``pretrained_backbone=False`` skips ImageNet weights (eval, resume)."""
+    specs = check_model_specs(cfg)
     if pretrained_backbone is False:
         specs["backbone"]["pretrained"] = False
     pretrained = cfg.model.pretrained if cfg.model.pretrained not in (None, False, True) else None
@@ -159,8 +177,18 @@ def build_split_loader(cfg: Config, split: str, dataset: DetDataset, rank: int, 
                         pad_shards=train)
 
 
-def check_columns(cfg: Config) -> None:
+def check_columns(cfg: Config, splits: tuple[str, ...] = ("train", "eval")) -> None:
     """The train set must feed the model an image and the loss its four maps; eval needs polygons."""
+    if "train" in splits:
+        _check_train_columns(cfg)
+    ecols = cfg.eval.dataset.output_columns
+    if "eval" in splits and ecols:
+        missing = [c for c in ("image", "polys", "ignore_tags") if c not in ecols]
+        if missing:
+            raise ConfigError(f"eval.dataset.output_columns {ecols} lacks {missing}, which evaluation needs")
+
+
+def _check_train_columns(cfg: Config) -> None:
     cols = cfg.train.dataset.output_columns
     idx = cfg.train.dataset.net_input_column_index or [0]
     if not cols or idx[0] >= len(cols) or cols[idx[0]] != "image":
@@ -170,8 +198,3 @@ def check_columns(cfg: Config) -> None:
     unknown = [c for c in labels if c not in LOSS_COLUMNS]
     if unknown:
         raise ConfigError(f"train.dataset.label_column_index selects {unknown}; DBLoss takes {list(LOSS_COLUMNS)}")
-    ecols = cfg.eval.dataset.output_columns
-    if ecols:
-        missing = [c for c in ("image", "polys", "ignore_tags") if c not in ecols]
-        if missing:
-            raise ConfigError(f"eval.dataset.output_columns {ecols} lacks {missing}, which evaluation needs")

@@ -43,6 +43,7 @@ def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
 def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
                         progress: bool = False) -> dict:
     """Recall, precision and f-score of a checkpoint, plus images, seconds and images/s."""
+    build.validate(cfg, ("eval",))
     path = resolve_ckpt(cfg, ckpt)
     dev = pick_device(device)
     pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))

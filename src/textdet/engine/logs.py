@@ -14,7 +14,6 @@ def setup_logging(run_dir: str | None, main_process: bool, level: int = logging.
     """``[YYYY-mm-dd HH:MM:SS] textdet INFO - msg`` on stdout (rank 0) and in ``run_dir/train.log``."""
     logger = logging.getLogger(LOGGER_NAME)
     logger.setLevel(level)
-    logger.propagate = False
     for h in list(logger.handlers):
         logger.removeHandler(h)
         h.close()

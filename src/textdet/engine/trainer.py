@@ -114,8 +114,8 @@ class Trainer:
             logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("config")
 
-        # Data first: a wrong path fails in seconds, before any model is built.
-        build.check_columns(cfg)
+        # Checks first, then data: a typo or a wrong path fails in seconds, before any model is built.
+        build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
         train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"))
         self.train_set = build.build_dataset(cfg, "train", train_pipe)
         self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
