@@ -12,6 +12,9 @@ import os
 import sys
 import time
 
+from textdet.export import add_export_arguments
+from textdet.predict import add_predict_arguments
+
 _T_MAIN = time.time()
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
@@ -42,12 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile: auto = when system.mode is 0 on CUDA")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
-    p = sub.add_parser("eval", help="evaluate a checkpoint on the config's eval set")
+    p = sub.add_parser("eval", help="evaluate a checkpoint (or an ONNX model) on the config's eval set")
     _add_config_args(p)
-    p.add_argument("--ckpt", help="checkpoint (default: eval.ckpt_load_path)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--ckpt", help="checkpoint (default: eval.ckpt_load_path)")
+    which.add_argument("--onnx", help="evaluate an ONNX model (ours or an external DB-style export) instead")
     p.add_argument("--device")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true")
+
+    add_predict_arguments(sub)
+    add_export_arguments(sub)
 
     p = sub.add_parser("synth", help="write a synthetic ICDAR2015-layout data set")
     p.add_argument("out_dir")
@@ -168,11 +176,16 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from textdet.engine.evaluate import evaluate_checkpoint
-
     cfg = load_cfg(args)
-    result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device,
-                                 progress=not args.no_progress and sys.stdout.isatty() and not args.json)
+    progress = not args.no_progress and sys.stdout.isatty() and not args.json
+    if args.onnx:
+        from textdet.export import evaluate_onnx
+
+        result = evaluate_onnx(cfg, args.onnx, device=args.device, progress=progress)
+    else:
+        from textdet.engine.evaluate import evaluate_checkpoint
+
+        result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device, progress=progress)
     if args.json:
         print(json.dumps(result))
     else:
@@ -180,6 +193,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
               f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
               f"checkpoint {result['checkpoint']})")
     return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from textdet.predict import run_predict
+
+    return run_predict(args)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from textdet.export import run_export
+
+    return run_export(args)
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -236,6 +261,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 COMMANDS = {
     "train": cmd_train,
     "eval": cmd_eval,
+    "predict": cmd_predict,
+    "export": cmd_export,
     "synth": cmd_synth,
     "convert": cmd_convert,
     "metric": cmd_metric,

@@ -181,6 +181,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
 
+def _default_component_name(f: dataclasses.Field) -> str | None:
+    """The ``name`` of a component section's default (postprocess, metric, loss), if any."""
+    if f.default_factory is dataclasses.MISSING:
+        return None
+    default = f.default_factory()
+    return default.get("name") if isinstance(default, dict) else None
+
+
 class _Builder:
     """Turns raw nested dicts into the dataclass tree, collecting ignored keys."""
 
@@ -206,6 +214,9 @@ class _Builder:
             if reason is not None and value not in (None, False, {}, [], ""):
                 self.meta.ignored.append((path, reason))
             tp = hints[key]
+            default_name = _default_component_name(fields[key])
+            if default_name and isinstance(value, dict) and "name" not in value:
+                value = {"name": default_name, **value}  # e.g. -o postprocess.box_thresh=0.5 alone
             if dataclasses.is_dataclass(tp):
                 kwargs[key] = self.build(tp, value, path)
             else:

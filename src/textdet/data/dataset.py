@@ -172,12 +172,6 @@ def collate(samples: list[dict]) -> dict[str, Any]:
     return batch
 
 
-def _worker_init(worker_id: int) -> None:
-    # Each worker is one of several processes on few cores: OpenCV's own threads only contend.
-    cv2.setNumThreads(1)
-    torch.set_num_threads(1)
-
-
 def build_loader(
     dataset: DetDataset,
     batch_size: int,
@@ -201,8 +195,12 @@ def build_loader(
         )
     kwargs: dict[str, Any] = {}
     if num_workers > 0:
-        kwargs = dict(prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
-                      worker_init_fn=_worker_init)
+        # Workers are forked. A forked child that touches OpenCV's thread pool (created when this
+        # process ran cv2 before, e.g. generating the synthetic data) deadlocks, so OpenCV runs
+        # single-threaded from here on: the workers are the parallelism. (torch already sets one
+        # intra-op thread per worker.)
+        cv2.setNumThreads(0)
+        kwargs = dict(prefetch_factor=prefetch_factor, persistent_workers=persistent_workers)
     return DataLoader(
         dataset,
         batch_size=batch_size,

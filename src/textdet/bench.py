@@ -1,0 +1,450 @@
+"""``textdet bench {data,model,train,postprocess,eval}``: time one part alone, with the config's settings.
+
+Every part builds its objects through ``textdet.engine.build`` (and the real ``Trainer`` /
+``Evaluator``), so the figures are those of a real run with the same config. Warm-up iterations
+(worker start-up, first-call allocations) are never timed. ``--json`` prints one object on stdout;
+engine logs go to stderr meanwhile, so stdout stays machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from textdet.errors import TextdetError
+
+PARTS = ("data", "model", "train", "postprocess", "eval")
+# --n: samples (data), timed iterations (model), timed steps (train), maps (postprocess), images (eval).
+DEFAULT_N = {"data": 64, "model": 10, "train": 10, "postprocess": 20, "eval": 50}
+# --warmup: untimed samples / iterations / steps / maps / batches before timing starts.
+DEFAULT_WARMUP = {"data": 1, "model": 3, "train": 3, "postprocess": 1, "eval": 1}
+POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
+
+
+def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the ``bench`` subcommand on ``textdet``'s subparsers; returns its parser."""
+    p = subparsers.add_parser("bench", help="time one part alone: data, model, train, postprocess, eval")
+    p.add_argument("part", choices=PARTS, help="what to time")
+    p.add_argument("-c", "--config", required=True, help="MindOCR-style YAML config")
+    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config value (YAML-parsed), repeatable")
+    p.add_argument("--n", type=int, help="samples (data), iterations (model), steps (train), maps (postprocess), "
+                   f"images (eval); defaults {DEFAULT_N}")
+    p.add_argument("--warmup", type=int, help=f"untimed iterations first; defaults {DEFAULT_WARMUP}")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--maps", metavar="DIR", help="postprocess: DIR/*.npy probability maps, (1,1,H,W) or (H,W) "
+                   "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
+    p.add_argument("--ckpt", help="eval: checkpoint to load (default: a randomly initialised model)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``textdet bench``; raises TextdetError (the CLI prints it) on bad input."""
+    from textdet.config import load_config
+
+    for flag in ("n", "warmup"):
+        value = getattr(args, flag, None)
+        if value is not None and value < (1 if flag == "n" else 0):
+            raise TextdetError(f"--{flag} must be >= {1 if flag == 'n' else 0}, got {value}")
+    if getattr(args, "maps", None) and args.part != "postprocess":
+        raise TextdetError(f"--maps is for `textdet bench postprocess`, not `{args.part}`")
+    if getattr(args, "ckpt", None) and args.part != "eval":
+        raise TextdetError(f"--ckpt is for `textdet bench eval`, not `{args.part}`")
+    cfg = load_config(args.config, args.opt)
+    n = args.n if args.n is not None else DEFAULT_N[args.part]
+    warmup = args.warmup if getattr(args, "warmup", None) is not None else DEFAULT_WARMUP[args.part]
+    with contextlib.redirect_stdout(sys.stderr):  # the engine logs to stdout; keep it for the result
+        result = BENCHES[args.part](cfg, args, n, warmup)
+    result = {k: _rounded(v) for k, v in result.items()}
+    print(json.dumps(result) if args.json else format_table(args.part, result), flush=True)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ data
+def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader."""
+    import numpy as np
+    import torch
+
+    from textdet.engine import build
+    from textdet.errors import SampleError
+
+    build.validate(cfg, ("train",))
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"))
+    dataset = build.build_dataset(cfg, "train", pipe)
+    seed, size = cfg.system.seed, len(dataset)
+    pipe.timing = True  # this instance only: the loader's workers get a copy made below, with timing off
+
+    def load(i: int) -> bool:
+        try:  # the random stream of epoch 0 (DetDataset.__getitem__'s), so runs are reproducible
+            dataset.load(i % size, np.random.default_rng([seed, 0, i % size, 0]))
+        except SampleError:
+            return False
+        return True
+
+    for i in range(warmup):
+        load(i)
+    pipe.reset_stats()
+    start = time.perf_counter()
+    used = sum(load(i) for i in range(n))
+    one_process = time.perf_counter() - start
+    pipe.timing = False
+    stats = dict(pipe.stats)
+    loader = build.build_split_loader(cfg, "train", dataset, 0, 1, torch.device("cpu"))
+    workers = cfg.train.loader.num_workers
+    rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
+    return {
+        "samples_per_s": used / max(one_process, 1e-9),
+        "samples_per_s_workers": rate_workers,
+        "num_workers": workers,
+        "ms_per_sample": 1000 * one_process / max(used, 1),
+        "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
+        "n": n,
+        "skipped": n - used,
+        "device_normalize": normalize is not None,
+    }
+
+
+def _loader_rate(loader, n: int, skip: int, column: str) -> float:
+    """Samples/s of ``loader`` over ``n`` samples, after ``skip`` batches (one per worker: their start-up).
+
+    Skipping one batch per worker matters: the workers start together, so their first batches arrive
+    at once and would count as free samples.
+    """
+    got, seen, start = 0, 0, None
+    for epoch in itertools.count():
+        loader.sampler.set_epoch(epoch)
+        for batch in loader:
+            seen += 1
+            if seen == skip:
+                start = time.perf_counter()
+            elif seen > skip:
+                got += len(batch[column])
+                if got >= n:
+                    return got / max(time.perf_counter() - start, 1e-9)
+    raise AssertionError("unreachable")
+
+
+# ------------------------------------------------------------------------------------------------ model
+def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """Forward (inference) and forward + loss + backward on random input at the training crop and batch."""
+    import torch
+
+    from textdet.engine import build
+    from textdet.engine.amp import amp_settings, apply_o3
+
+    device = _device(args.device)
+    h, w = train_crop(cfg)
+    bs = cfg.train.loader.batch_size
+    amp = amp_settings(cfg.system.amp_level, device.type)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False).to(device)  # weights don't change speed
+    if cfg.system.amp_level == "O3":
+        apply_o3(model, amp.dtype)
+    if device.type == "cuda":
+        model.to(memory_format=torch.channels_last)
+    loss_fn = build.build_loss_from_config(cfg).to(device)
+    gen = torch.Generator(device="cpu").manual_seed(cfg.system.seed)
+    x = torch.randn(bs, 3, h, w, generator=gen).to(device)
+    targets = {"binary_map": (torch.rand(bs, 1, h, w, generator=gen) > 0.8).float().to(device),
+               "mask": torch.ones(bs, h, w, device=device),
+               "thresh_map": (0.3 + 0.4 * torch.rand(bs, h, w, generator=gen)).to(device),
+               "thresh_mask": (torch.rand(bs, h, w, generator=gen) > 0.5).float().to(device)}
+
+    def forward() -> None:
+        with torch.inference_mode(), amp.context():
+            model(x)
+
+    def forward_backward() -> None:
+        with amp.context():
+            preds = model(x)
+        loss_fn(preds, **targets)["loss"].backward()
+        model.zero_grad(set_to_none=True)
+
+    model.eval()
+    fwd = _median_seconds(forward, n, warmup, device)
+    model.train()
+    fwd_bwd = _median_seconds(forward_backward, n, warmup, device)
+    return {"fwd_img_per_s": bs / fwd, "fwd_bwd_img_per_s": bs / fwd_bwd, "fwd_ms": 1000 * fwd,
+            "fwd_bwd_ms": 1000 * fwd_bwd, "batch_size": bs, "input_hw": [h, w], "device": str(device),
+            "amp_level": amp.describe(), "threads": torch.get_num_threads(), "n": n}
+
+
+def train_crop(cfg) -> tuple[int, int]:
+    """(h, w) of the train pipeline's RandomCropWithBBox crop, else 640x640."""
+    from textdet.data.transforms import RandomCropWithBBox
+    from textdet.engine import build
+
+    if cfg.train.dataset.transform_pipeline:
+        for t in build.build_pipeline(cfg, "train", fuse=False).transforms:
+            if isinstance(t, RandomCropWithBBox):
+                return int(t.crop_size[0]), int(t.crop_size[1])
+    return 640, 640
+
+
+def _median_seconds(fn: Callable[[], None], n: int, warmup: int, device) -> float:
+    """Median wall time of ``fn`` over ``n`` calls after ``warmup`` calls (the median resists load bursts)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(n):
+        _sync(device)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ------------------------------------------------------------------------------------------------ train
+def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """Whole training steps through the real Trainer: loader, Prefetcher, train_step, optimizer_step."""
+    from textdet.engine.feed import Prefetcher
+    from textdet.engine.trainer import Trainer
+
+    _device(args.device)  # a clear error for a device that is not there
+    cfg.model.resume = False  # never load a run's checkpoint: speed does not depend on it
+    cfg.system.val_while_train = False  # no eval set needed
+    # dry_run: the Trainer builds everything but writes no run folder or train.log.
+    trainer = Trainer(cfg, device=args.device, progress=False, dry_run=True)
+    device, total = trainer.device, warmup + n
+    steps, images, wait, start = 0, 0, 0.0, time.perf_counter()
+    trainer.forward_model.train()
+    for epoch in itertools.count():
+        trainer.train_loader.sampler.set_epoch(epoch)
+        batches = Prefetcher(trainer.train_loader, trainer.feed, enabled=trainer.sink or device.type == "cuda")
+        for batch in batches:
+            last_micro = (steps + 1) % trainer.accum == 0
+            trainer.train_step(batch, sync=last_micro)
+            if last_micro:
+                trainer.optimizer_step()
+            steps += 1
+            if steps > warmup:
+                images += batch["image"].shape[0]
+                wait += batches.wait
+            elif steps == warmup:
+                _sync(device)
+                start = time.perf_counter()
+            if steps == total:
+                break
+        if steps == total:
+            break
+    _sync(device)
+    elapsed = time.perf_counter() - start
+    return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
+            "data_wait_share": wait / max(elapsed, 1e-9), "steps": n, "batch_size": trainer.train_loader.batch_size,
+            "num_workers": cfg.train.loader.num_workers, "device": str(device), "amp_level": trainer.amp.describe(),
+            "compiled": trainer.compiled}
+
+
+# ------------------------------------------------------------------------------------------------ postprocess
+def bench_postprocess(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """ms per map of the config's DBPostprocess, on saved maps (--maps) or maps drawn from eval GT."""
+    from textdet.engine import build
+
+    post = build.build_postprocess_from_config(cfg)
+    if args.maps:
+        maps = load_maps(args.maps)
+        maps = maps[:n] if args.n is not None else maps
+    else:
+        maps = gt_maps(cfg, n)
+    for _, prob, shape in maps[:warmup]:
+        post(prob[None], None if shape is None else shape[None])
+    per_map, boxes = [], []
+    for _, prob, shape in maps:
+        best = math.inf
+        for _ in range(POSTPROCESS_REPEATS):
+            start = time.perf_counter()
+            out = post(prob[None], None if shape is None else shape[None])
+            best = min(best, time.perf_counter() - start)
+        per_map.append(best)
+        boxes.append(len(out[0]["polys"]))
+    return {"ms_per_map": 1000 * statistics.fmean(per_map), "boxes_per_map": statistics.fmean(boxes),
+            "maps": len(maps), "map_hw": list(maps[0][1].shape), "source": args.maps or "eval GT"}
+
+
+def load_maps(folder: str) -> list[tuple[str, Any, Any]]:
+    """``folder/*.npy`` -> [(stem, prob (H, W) float32, shape_list [h, w, H/h, W/w] or None)].
+
+    ``folder/shapes.json`` (optional) maps a stem to the original image's [h, w]; maps without an
+    entry stay in map pixels.
+    """
+    import numpy as np
+
+    if not os.path.isdir(folder):
+        raise TextdetError(f"--maps {folder}: no such folder; expected a folder of .npy probability maps "
+                           "(shape (1,1,H,W) or (H,W), float32) and an optional shapes.json")
+    files = sorted(glob.glob(os.path.join(folder, "*.npy")))
+    if not files:
+        raise TextdetError(f"--maps {folder}: no .npy files in it; save each map with numpy.save(DIR/NAME.npy, P)")
+    shapes = _read_shapes(os.path.join(folder, "shapes.json"))
+    out = []
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise TextdetError(f"--maps: cannot read {path}: {e}") from None
+        if arr.ndim == 4 and arr.shape[:2] == (1, 1):
+            arr = arr[0, 0]
+        if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.floating):
+            raise TextdetError(f"--maps: {path} is {arr.dtype} of shape {arr.shape}; expected float probabilities "
+                               "of shape (1, 1, H, W) or (H, W)")
+        shape = None
+        if stem in shapes:
+            h, w = shapes[stem]
+            shape = np.array([h, w, arr.shape[0] / h, arr.shape[1] / w], dtype=np.float64)
+        out.append((stem, np.ascontiguousarray(arr, dtype=np.float32), shape))
+    return out
+
+
+def _read_shapes(path: str) -> dict[str, tuple[float, float]]:
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise TextdetError(f"--maps: cannot read {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise TextdetError(f"--maps: {path} must map each map's name to [h, w], got a {type(data).__name__}")
+    for stem, hw in data.items():
+        if (not isinstance(hw, (list, tuple)) or len(hw) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in hw)):
+            raise TextdetError(f"--maps: {path}: {stem!r} must be [h, w] (two positive numbers), got {hw!r}")
+    return {k: (float(v[0]), float(v[1])) for k, v in data.items()}
+
+
+def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
+    """Probability maps like a trained DBNet's: eval GT shrunk (ShrinkBinaryMap), filled, faint noise, blurred."""
+    import cv2
+    import numpy as np
+
+    from textdet.data.targets import ShrinkBinaryMap
+    from textdet.engine import build
+
+    build.validate(cfg, ("eval",))
+    pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    dataset = build.build_dataset(cfg, "eval", pipe)
+    shrink = ShrinkBinaryMap(min_text_size=1, shrink_ratio=0.4)
+    seed = cfg.system.seed
+    out = []
+    for i in range(min(count, len(dataset))):
+        rng = np.random.default_rng([seed, 0, i, 0])
+        s = dataset.load(i, rng)
+        image = s["image"]
+        hw = image.shape[:2] if image.ndim == 2 or image.shape[-1] in (1, 3, 4) else image.shape[1:]  # HWC or CHW
+        drawn = shrink({"image": np.empty(hw, np.uint8), "polys": s["polys"], "ignore_tags": s["ignore_tags"]})
+        prob = np.maximum(drawn["binary_map"][0] * rng.uniform(0.9, 0.99), rng.random(hw, np.float32) * 0.1)
+        shape = np.asarray(s["shape_list"], np.float64) if "shape_list" in s else None
+        out.append((os.path.basename(s["img_path"]), cv2.GaussianBlur(prob, (3, 3), 0), shape))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ eval
+class _Limited:
+    """The first ``batches`` batches of a loader (the Evaluator iterates and sizes it)."""
+
+    def __init__(self, loader, batches: int):
+        self.loader, self.batches = loader, batches
+
+    def __iter__(self) -> Iterator:
+        return itertools.islice(iter(self.loader), self.batches)
+
+    def __len__(self) -> int:
+        return min(len(self.loader), self.batches)
+
+
+def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images."""
+    from textdet.engine import build
+    from textdet.engine.amp import amp_settings
+    from textdet.engine.evaluate import load_weights, resolve_ckpt
+    from textdet.engine.evaluator import Evaluator
+    from textdet.engine.feed import DeviceInput
+
+    device = _device(args.device)
+    build.validate(cfg, ("eval",))
+    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    dataset = build.build_dataset(cfg, "eval", pipe)
+    loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    if ckpt:
+        load_weights(model, ckpt, "--ckpt")
+    model.to(device).eval()
+    amp = amp_settings(cfg.system.amp_level_infer, device.type)
+    evaluator = Evaluator(_Limited(loader, warmup), build.build_postprocess_from_config(cfg),
+                          build.build_metric_from_config(cfg), DeviceInput(device, normalize), amp)
+    if warmup:
+        evaluator.run(model)
+    evaluator.loader = _Limited(loader, math.ceil(n / loader.batch_size))
+    start = time.perf_counter()
+    perf = evaluator.run(model)
+    elapsed = time.perf_counter() - start
+    return {"img_per_s": evaluator.images / max(elapsed, 1e-9), "images": evaluator.images, **perf,
+            "eval_s": elapsed, "batch_size": loader.batch_size, "device": str(device), "amp_level": amp.describe(),
+            "checkpoint": os.path.abspath(ckpt) if ckpt else None}
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+BENCHES: dict[str, Callable[..., dict]] = {
+    "data": bench_data,
+    "model": bench_model,
+    "train": bench_train,
+    "postprocess": bench_postprocess,
+    "eval": bench_eval,
+}
+
+
+def _device(name: str | None):
+    import torch
+
+    from textdet.engine.trainer import pick_device
+
+    try:
+        device = pick_device(name)
+    except RuntimeError as e:
+        raise TextdetError(f"--device {name}: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TextdetError(f"--device {name}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
+    return device
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+def format_table(part: str, result: dict) -> str:
+    """A short human table: one row per figure, then the per-transform times (data)."""
+    rows = [(k, v) for k, v in result.items() if not isinstance(v, dict)]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"textdet bench {part}"] + [f"  {k:<{width}}  {v}" for k, v in rows]
+    per = result.get("ms_per_transform")
+    if per:
+        total = sum(per.values()) or 1.0
+        w = max(len(k) for k in per)
+        lines.append(f"  {'transform':<{w}}  {'ms/sample':>9}  share")
+        lines += [f"  {k:<{w}}  {v:9.2f}  {100 * v / total:4.0f}%" for k, v in per.items()]
+    return "\n".join(lines)

@@ -1,0 +1,294 @@
+"""ONNX: export a DBNet, run ONNX models with ONNX Runtime, evaluate an ONNX file like a checkpoint.
+
+The exported graph is the eval-mode model reduced to its probability map: input ``x`` float32
+(N, 3, H, W), normalised as the config's pipeline does, output ``binary`` (N, 1, H, W), with batch,
+height and width dynamic (H and W multiples of 32). That is also the interface of PP-OCR's det
+exports, so ``OnnxModel`` runs either kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import time
+import warnings
+from typing import TYPE_CHECKING
+
+from textdet.errors import TextdetError
+from textdet.predict import Preprocess, find_checkpoint, preprocess_from_config
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from textdet.config import Config
+
+# Standard library only at import time, as in predict.py: the CLI registers `export` from here.
+INPUT_NAME, OUTPUT_NAME = "x", "binary"
+DEFAULT_OPSET = 17
+DEFAULT_EXPORT_HW = (640, 640)  # when the config's DetResize has no target_size
+MAX_ABS_DIFF = 1e-3  # ONNX Runtime vs PyTorch probability maps, fp32
+BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a rounded corner by 1 px
+
+
+# ----------------------------------------------------------------------------- ONNX Runtime
+def _providers(device: str | None, available: list[str]) -> list:
+    """``cpu`` -> CPU; ``cuda[:N]`` -> CUDA (device N) then CPU; None -> CUDA when onnxruntime has it."""
+    if device is None:
+        return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+    kind, _, index = str(device).partition(":")
+    if kind == "cpu":
+        return ["CPUExecutionProvider"]
+    if kind == "cuda":
+        if "CUDAExecutionProvider" not in available:
+            raise TextdetError(f"--device {device}: this onnxruntime has no CUDA provider (available: {available}); "
+                               "pip install onnxruntime-gpu, or use --device cpu")
+        return [("CUDAExecutionProvider", {"device_id": int(index or 0)}), "CPUExecutionProvider"]
+    raise TextdetError(f"--device {device}: expected cpu, cuda or cuda:N for an ONNX model")
+
+
+class OnnxModel:
+    """An ONNX DB-style model under ONNX Runtime.
+
+    ``run(images)`` maps float32 (N, 3, H, W) numpy to probabilities (N, 1, H, W) float32 numpy;
+    calling the object with a tensor returns ``{"binary": tensor}`` like DBNet in eval mode, so the
+    Evaluator runs it unchanged (``eval``/``train``/``training`` exist for that).
+
+    Args:
+        path: the .onnx file: one image input of rank 4 (3 channels), one (N, 1, H, W) or (N, H, W)
+            output (``binary`` if present, else the first).
+        device: "cpu", "cuda", "cuda:N", or None for CUDA when this onnxruntime has it.
+
+    Raises:
+        TextdetError: missing file, onnxruntime not installed, unreadable model, unexpected inputs/outputs.
+    """
+
+    training = False
+
+    def __init__(self, path: str, device: str | None = None) -> None:
+        if not os.path.isfile(path):
+            raise TextdetError(f"ONNX model not found: {path}")
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
+        self.path = path
+        try:
+            self.session = ort.InferenceSession(path, providers=_providers(device, ort.get_available_providers()))
+        except Exception as e:  # onnxruntime raises its own exception types for bad files
+            raise TextdetError(f"cannot load ONNX model {path}: {e}") from None
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        if len(inputs) != 1:
+            raise TextdetError(f"{path}: expected one image input, found {len(inputs)}: {[i.name for i in inputs]}")
+        inp = inputs[0]
+        if len(inp.shape) != 4 or (isinstance(inp.shape[1], int) and inp.shape[1] != 3):
+            raise TextdetError(f"{path}: input {inp.name!r} has shape {inp.shape}; a DB-style detector takes images "
+                               "(N, 3, H, W)")
+        if inp.type not in ("tensor(float)", "tensor(float16)"):
+            raise TextdetError(f"{path}: input {inp.name!r} is {inp.type}; expected float images")
+        out = next((o for o in outputs if o.name == OUTPUT_NAME), outputs[0])
+        channels = out.shape[1] if len(out.shape) == 4 else 1
+        if len(out.shape) not in (3, 4) or (isinstance(channels, int) and channels != 1):
+            raise TextdetError(f"{path}: output {out.name!r} has shape {out.shape}; expected a probability map "
+                               "(N, 1, H, W) or (N, H, W)")
+        self.input_name, self.output_name = inp.name, out.name
+        import numpy as np
+
+        self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
+        self.fixed_batch = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
+        h, w = inp.shape[2], inp.shape[3]
+        self.fixed_hw = (h, w) if isinstance(h, int) and isinstance(w, int) and h > 0 and w > 0 else None
+        self.providers = self.session.get_providers()
+
+    def run(self, images: np.ndarray) -> np.ndarray:
+        """float32 (N, 3, H, W) -> float32 (N, 1, H, W) probabilities."""
+        import numpy as np
+
+        if self.fixed_hw is not None and tuple(images.shape[2:]) != self.fixed_hw:
+            raise TextdetError(f"{self.path} takes {self.fixed_hw[0]}x{self.fixed_hw[1]} (HxW) inputs only, got "
+                               f"{images.shape[2]}x{images.shape[3]}; resize to that size (DetResize target_size)")
+        if self.fixed_batch == 1 and images.shape[0] > 1:
+            return np.concatenate([self.run(images[i : i + 1]) for i in range(images.shape[0])])
+        if self.fixed_batch is not None and images.shape[0] != self.fixed_batch:
+            raise TextdetError(f"{self.path} takes batches of exactly {self.fixed_batch} images, got {images.shape[0]}")
+        x = np.ascontiguousarray(images, dtype=self.input_dtype)
+        try:
+            out = self.session.run([self.output_name], {self.input_name: x})[0]
+        except Exception as e:  # onnxruntime's own exception types: name the model and the input
+            raise TextdetError(f"{self.path}: onnxruntime failed on an input of shape {x.shape}: {e}") from None
+        prob = np.asarray(out, dtype=np.float32)
+        return prob[:, None] if prob.ndim == 3 else prob
+
+    def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        import torch
+
+        return {"binary": torch.from_numpy(self.run(images.detach().float().cpu().numpy()))}
+
+    def eval(self) -> OnnxModel:
+        return self
+
+    def train(self, mode: bool = True) -> OnnxModel:
+        return self
+
+    def __repr__(self) -> str:
+        return f"OnnxModel({self.path!r}, input={self.input_name!r}, output={self.output_name!r}, {self.providers})"
+
+
+def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False) -> dict:
+    """``textdet eval --onnx``: the keys of ``evaluate_checkpoint`` ("checkpoint" is the .onnx path), plus "onnx".
+
+    Only the eval data, postprocess and metric sections are used, so an external model needs no
+    ``model`` section. The feed stays on the CPU: ONNX Runtime takes numpy arrays.
+    """
+    import torch
+
+    from textdet.engine import build
+    from textdet.engine.amp import amp_settings
+    from textdet.engine.evaluator import Evaluator
+    from textdet.engine.feed import DeviceInput
+
+    build.check_columns(cfg, ("eval",))
+    postprocess, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
+    model = OnnxModel(onnx_path, device=device)
+    cpu = torch.device("cpu")
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, cpu)
+    evaluator = Evaluator(loader, postprocess, metric, DeviceInput(cpu, normalize), amp_settings("O0", "cpu"), progress)
+    t0 = time.perf_counter()
+    perf = evaluator.run(model)
+    dt = time.perf_counter() - t0
+    path = os.path.abspath(onnx_path)
+    return {**perf, "images": evaluator.images, "eval_time": dt, "img_per_s": evaluator.images / max(dt, 1e-9),
+            "checkpoint": path, "onnx": path}
+
+
+# ----------------------------------------------------------------------------- export
+def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640,
+                opset: int = DEFAULT_OPSET) -> str:
+    """Trace ``model`` in eval mode on a (1, 3, height, width) input and write ``path`` (atomically).
+
+    Batch, height and width are dynamic axes; ``height``/``width`` only set the traced example. The
+    eval-mode DBNet returns ``{"binary": P}``, which the exporter flattens to the one output ``binary``.
+    """
+    import torch
+
+    from textdet.models.dbnet import INPUT_DIVISOR
+
+    for name, v in (("height", height), ("width", width)):
+        if v < INPUT_DIVISOR or v % INPUT_DIVISOR:
+            raise TextdetError(f"--{name} {v}: must be a positive multiple of {INPUT_DIVISOR}")
+    was_training = model.training
+    model.eval()  # the exporter restores the mode it found, so the model must already be in eval mode
+    kwargs = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    dynamic = {0: "batch", 2: "height", 3: "width"}
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".tmp_{os.path.basename(path)}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter's notice
+            torch.onnx.export(model, (torch.zeros(1, 3, height, width),), tmp, input_names=[INPUT_NAME],
+                              output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: dynamic, OUTPUT_NAME: dynamic},
+                              opset_version=opset, do_constant_folding=True, **kwargs)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        model.train(was_training)
+    return path
+
+
+def synthetic_image(height: int, width: int) -> np.ndarray:
+    """A deterministic RGB uint8 test card: dark text lines on a light background."""
+    import cv2
+    import numpy as np
+
+    img = np.full((height, width, 3), 235, np.uint8)
+    scale = max(height, width) / 640
+    for i, text in enumerate(("TEXTDET 2024", "onnx check", "DBNet export")):
+        y = int(height * (0.25 + 0.25 * i))
+        cv2.putText(img, text, (int(width * 0.08), y), cv2.FONT_HERSHEY_SIMPLEX, 1.6 * scale, (20, 20, 20),
+                    max(int(4 * scale), 1), cv2.LINE_AA)
+    return img
+
+
+def same_boxes(a: dict, b: dict, tol: float = BOX_TOLERANCE_PX) -> bool:
+    """Two post-processed results hold the same boxes (any order), corners within ``tol`` px."""
+    import numpy as np
+
+    if len(a["polys"]) != len(b["polys"]):
+        return False
+    key = lambda p: (float(p[:, 1].min()), float(p[:, 0].min()))
+    for p, q in zip(sorted(a["polys"], key=key), sorted(b["polys"], key=key), strict=True):
+        if p.shape != q.shape or np.abs(p - q).max() > tol:
+            return False
+    return True
+
+
+def compare_onnx(model: nn.Module, onnx_path: str, preprocess: Preprocess, postprocess, image: np.ndarray) -> dict:
+    """PyTorch vs ONNX Runtime on one RGB image: max |P diff| and the post-processed boxes of both."""
+    import numpy as np
+    import torch
+
+    x, shape = preprocess(image)
+    model.eval()
+    with torch.no_grad():
+        p_torch = model(torch.from_numpy(x[None]))["binary"].float().numpy()
+    p_onnx = OnnxModel(onnx_path, device="cpu").run(x[None])
+    (det_torch,), (det_onnx,) = postprocess(p_torch, shape[None]), postprocess(p_onnx, shape[None])
+    exact = len(det_torch["polys"]) == len(det_onnx["polys"]) and same_boxes(det_torch, det_onnx, tol=0.0)
+    return {"max_abs_diff": float(np.abs(p_torch - p_onnx).max()), "torch": det_torch, "onnx": det_onnx,
+            "same_boxes": same_boxes(det_torch, det_onnx), "identical_boxes": exact}
+
+
+def add_export_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``textdet export``."""
+    p = subparsers.add_parser("export", help="export a checkpoint to ONNX (checked against PyTorch)")
+    p.add_argument("-c", "--config", required=True, help="MindOCR-style YAML config of the model")
+    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config value (YAML-parsed), repeatable")
+    p.add_argument("--ckpt", help="checkpoint (default: predict/eval.ckpt_load_path)")
+    p.add_argument("--out", required=True, metavar="MODEL.onnx", help="ONNX file to write")
+    p.add_argument("--height", type=int, help="traced/checked input height (default: the config's DetResize "
+                   f"target, else {DEFAULT_EXPORT_HW[0]}); every size works after export")
+    p.add_argument("--width", type=int,
+                   help=f"traced/checked input width (default as --height, {DEFAULT_EXPORT_HW[1]})")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset version")
+    return p
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
+    from textdet.config import load_config
+    from textdet.data.transforms import DetResize
+    from textdet.engine import build
+    from textdet.engine.evaluate import load_weights
+
+    cfg = load_config(args.config, args.opt)
+    path, what = find_checkpoint(cfg, args.ckpt)
+    postprocess = build.build_postprocess_from_config(cfg)
+    preprocess = preprocess_from_config(cfg)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    load_weights(model, path, what)
+    model.eval()
+    default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
+    h, w = args.height or default[0], args.width or default[1]
+    export_onnx(model, args.out, h, w, args.opset)
+    print(f"export: wrote {os.path.abspath(args.out)} ({os.path.getsize(args.out) / 1e6:.1f} MB, opset {args.opset}, "
+          f"input {INPUT_NAME!r} (N, 3, H, W) dynamic, output {OUTPUT_NAME!r})")
+    check_pre = Preprocess(DetResize(target_size=(h, w), keep_ratio=False, limit_type="none"),
+                           preprocess.normalize, preprocess.img_mode)
+    check = compare_onnx(model, args.out, check_pre, postprocess, synthetic_image(h, w))
+    boxes = "identical" if check["identical_boxes"] else f"same within {BOX_TOLERANCE_PX:g} px"
+    n = len(check["torch"]["polys"])
+    if check["max_abs_diff"] > MAX_ABS_DIFF:
+        raise TextdetError(f"ONNX Runtime disagrees with PyTorch on a {h}x{w} synthetic image: max |P diff| = "
+                           f"{check['max_abs_diff']:.2e} > {MAX_ABS_DIFF:g} ({args.out} was written; do not use it)")
+    if not check["same_boxes"]:
+        raise TextdetError(f"ONNX Runtime boxes differ from PyTorch's on a {h}x{w} synthetic image "
+                           f"({len(check['onnx']['polys'])} vs {n}; max |P diff| {check['max_abs_diff']:.2e})")
+    print(f"export: onnxruntime check on a {h}x{w} synthetic image: max |P_onnx - P_torch| = "
+          f"{check['max_abs_diff']:.2e}, boxes {boxes} ({n})")
+    return 0

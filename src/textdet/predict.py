@@ -1,0 +1,394 @@
+"""Inference: the ``Detector`` Python API and the ``textdet predict`` command.
+
+A Detector is three parts: preprocessing (the config's DetResize and NormalizeImage), a model that
+maps a float32 batch (N, 3, H, W) to probabilities (N, 1, H, W) -- a PyTorch DBNet or an ONNX file --
+and DBPostprocess, which maps the boxes back to original-image pixels through ``shape_list``::
+
+    det = Detector.from_config(load_config("db_r50.yaml"), "runs/best.ckpt")
+    det = Detector.from_onnx("ppocr_det.onnx")                    # any DB-style ONNX model
+    result = det("img.jpg")        # {"polys": [np.ndarray (P, 2) float32], "scores": [float]}
+    results = det([rgb_array, "other.png"])                       # one such dict per image
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from textdet.errors import ConfigError, DataError, TextdetError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from textdet.config import Config
+    from textdet.data.transforms import DetResize, NormalizeImage
+    from textdet.engine.amp import AmpSettings
+    from textdet.postprocess import DBPostprocess
+
+# Only the standard library at import time: the CLI registers `predict` from here, and `textdet --help`
+# must not pay for torch, cv2 or numpy (each import is done where it is needed).
+logger = logging.getLogger("textdet")
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
+# MindOCR's det inference default (tools/infer/text: det_limit_type max, det_limit_side_len 960)
+INFER_RESIZE = {"limit_type": "max", "limit_side_len": 960, "keep_ratio": True, "divisor": 32}
+DRAW_COLOR_BGR = (0, 255, 0)
+
+ImageInput = "str | os.PathLike | np.ndarray"
+
+
+# ----------------------------------------------------------------------------- preprocessing
+@dataclass
+class Preprocess:
+    """RGB uint8 (H, W, 3) -> model input (3, H', W') float32 and ``shape_list`` [h, w, scale_h, scale_w].
+
+    ``img_mode`` is the channel order the model was trained on (the pipeline's DecodeImage), applied
+    before NormalizeImage, whose own swap flags then act exactly as in the data pipeline.
+    """
+
+    resize: DetResize
+    normalize: NormalizeImage
+    img_mode: str = "RGB"
+
+    def __call__(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        import numpy as np
+
+        img = image if self.img_mode == "RGB" else np.ascontiguousarray(image[..., ::-1])
+        sample = {"image": img, "raw_img_shape": tuple(img.shape[:2])}
+        sample = self.normalize(self.resize(sample, None), None)
+        return np.ascontiguousarray(sample["image"].transpose(2, 0, 1)), sample["shape_list"]
+
+    def output_size(self, image: np.ndarray) -> tuple[int, int]:
+        """The (H', W') that ``image`` will be resized to (padded size when DetResize pads)."""
+        h, w, pad = self.resize.output_size(*image.shape[:2])
+        return tuple(self.resize.target_size) if pad else (h, w)
+
+
+def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
+    """The same normalisation for HWC images, whatever layout the pipeline used it in."""
+    from textdet.data.transforms import NormalizeImage
+
+    return NormalizeImage(mean=norm.mean.tolist(), std=norm.std.tolist(), is_hwc=True,
+                          bgr_to_rgb=norm.bgr_to_rgb, rgb_to_bgr=norm.rgb_to_bgr)
+
+
+def preprocess_from_config(cfg: Config | None) -> Preprocess:
+    """DecodeImage mode, DetResize and NormalizeImage of the config, with MindOCR's inference defaults.
+
+    Source, first found: ``predict.dataset.transform_pipeline``, ``eval.dataset.transform_pipeline``
+    (label transforms are built but unused), else DetResize(limit_type max, 960, divisor 32) and
+    ImageNet normalisation of RGB. A pipeline without DetResize or NormalizeImage gets those defaults.
+    """
+    from textdet.data.pipeline import build_transforms
+    from textdet.data.transforms import DecodeImage, DetResize, NormalizeImage
+    from textdet.engine.build import located
+
+    pipeline, key = None, None
+    if cfg is not None:
+        pipeline, key = cfg.predict.dataset.get("transform_pipeline"), "predict.dataset.transform_pipeline"
+        if not pipeline:
+            pipeline, key = cfg.eval.dataset.transform_pipeline, "eval.dataset.transform_pipeline"
+    found: dict[type, Any] = {}
+    if pipeline:
+        with located(cfg, key):
+            for t in build_transforms(pipeline, fuse=False).transforms:
+                found.setdefault(type(t), t)
+    decode = found.get(DecodeImage)
+    norm = found.get(NormalizeImage)
+    return Preprocess(resize=found.get(DetResize) or DetResize(**INFER_RESIZE),
+                      normalize=_hwc_normalize(norm) if norm else NormalizeImage(),
+                      img_mode=decode.img_mode if decode else "RGB")
+
+
+# ----------------------------------------------------------------------------- images
+def read_image(path: str | os.PathLike) -> np.ndarray:
+    """Decode an image file to RGB uint8 (H, W, 3); DataError naming the file when it cannot be read."""
+    from textdet.data.transforms import DecodeImage
+
+    return DecodeImage(img_mode="RGB")({"img_path": os.fspath(path)}, None)["image"]
+
+
+def _as_rgb(image: ImageInput) -> np.ndarray:
+    import numpy as np
+
+    if isinstance(image, (str, os.PathLike)):
+        return read_image(image)
+    if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        got = f"{type(image).__name__} {getattr(image, 'shape', '')} {getattr(image, 'dtype', '')}".strip()
+        raise DataError(f"Detector: expected an image path or an RGB uint8 array (H, W, 3), got {got}")
+    return image
+
+
+def find_images(inputs: Sequence[str]) -> list[str]:
+    """Files as given, folders as their images (extensions in IMAGE_EXTENSIONS, sorted, not recursive)."""
+    paths = []
+    for item in inputs:
+        if os.path.isdir(item):
+            names = sorted(n for n in os.listdir(item) if n.lower().endswith(IMAGE_EXTENSIONS))
+            paths += [os.path.join(item, n) for n in names if os.path.isfile(os.path.join(item, n))]
+        elif os.path.isfile(item):
+            paths.append(item)
+        else:
+            raise TextdetError(f"input not found: {item} (give image files or folders)")
+    if not paths:
+        raise TextdetError(f"no images in {' '.join(inputs)} (looked for {', '.join(IMAGE_EXTENSIONS)} files)")
+    return paths
+
+
+# ----------------------------------------------------------------------------- detector
+class TorchRunner:
+    """A PyTorch model as ``float32 (N, 3, H, W) numpy -> (N, 1, H, W) numpy`` on ``device``."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device, amp: AmpSettings | None = None) -> None:
+        self.model, self.device, self.amp = model.to(device).eval(), device, amp
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        import contextlib
+
+        import torch
+
+        with torch.no_grad(), self.amp.context() if self.amp is not None else contextlib.nullcontext():
+            prob = self.model(torch.from_numpy(images).to(self.device))["binary"]
+        return prob.float().cpu().numpy()
+
+
+class Detector:
+    """Images in, text polygons and scores out (in original-image pixels).
+
+    Args:
+        model: float32 (N, 3, H, W) numpy -> probabilities (N, 1, H, W) numpy.
+        preprocess: resize + normalise (``preprocess_from_config``).
+        postprocess: DBPostprocess (its ``expand_ratio``, thresholds, quad/poly).
+        batch_size: images run together; only images with the same resized size share a batch.
+    """
+
+    def __init__(self, model: Callable[[np.ndarray], np.ndarray], preprocess: Preprocess,
+                 postprocess: DBPostprocess, batch_size: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.model, self.preprocess, self.postprocess, self.batch_size = model, preprocess, postprocess, batch_size
+
+    @classmethod
+    def from_config(cls, cfg: Config, ckpt: str | None = None, device: str | None = None,
+                    batch_size: int = 8) -> Detector:
+        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``).
+
+        ``device``: "cpu", "cuda", "cuda:1"... (default: CUDA when available); ``system.amp_level_infer``
+        sets autocast. Pre- and post-processing as ``preprocess_from_config`` and ``cfg.postprocess``.
+        """
+        from textdet.engine import build
+        from textdet.engine.amp import amp_settings
+        from textdet.engine.evaluate import load_weights
+        from textdet.engine.trainer import pick_device
+
+        path, what = find_checkpoint(cfg, ckpt)
+        postprocess = build.build_postprocess_from_config(cfg)
+        preprocess = preprocess_from_config(cfg)
+        model = build.build_model_from_config(cfg, pretrained_backbone=False)
+        load_weights(model, path, what)
+        dev = pick_device(device)
+        return cls(TorchRunner(model, dev, amp_settings(cfg.system.amp_level_infer, dev.type)), preprocess,
+                   postprocess, batch_size)
+
+    @classmethod
+    def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,
+                  resize: DetResize | dict | None = None, normalize: NormalizeImage | dict | None = None,
+                  img_mode: str | None = None, device: str | None = None, batch_size: int = 8) -> Detector:
+        """An ONNX model: our export, or an external DB-style one (input ``x`` (N, 3, H, W), output P).
+
+        Preprocessing and post-processing come from ``cfg`` when given (as ``from_config``), else
+        MindOCR's inference defaults (a model with a fixed input size is resized straight to it);
+        ``postprocess``/``resize``/``normalize`` override either, as objects or keyword dicts.
+        """
+        from textdet.data.transforms import DecodeImage, DetResize, NormalizeImage
+        from textdet.engine.build import build_postprocess_from_config
+        from textdet.export import OnnxModel
+        from textdet.postprocess import DBPostprocess, build_postprocess
+
+        onnx = OnnxModel(path, device=device)
+        pre = preprocess_from_config(cfg)
+        if resize is None and (cfg is None or not _has_resize(cfg)) and onnx.fixed_hw is not None:
+            resize = DetResize(target_size=onnx.fixed_hw, keep_ratio=False, limit_type="none")
+        if resize is not None:
+            pre.resize = resize if isinstance(resize, DetResize) else _built(DetResize, resize, "resize")
+        if normalize is not None:
+            norm = normalize if isinstance(normalize, NormalizeImage) else _built(NormalizeImage, normalize,
+                                                                                    "normalize")
+            pre.normalize = _hwc_normalize(norm)
+        if img_mode is not None:
+            pre.img_mode = DecodeImage(img_mode=img_mode).img_mode
+        if isinstance(postprocess, dict):
+            postprocess = build_postprocess(postprocess.get("name", "DBPostprocess"),
+                                            **{k: v for k, v in postprocess.items() if k != "name"})
+        elif postprocess is None:
+            postprocess = build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
+        if onnx.fixed_batch is not None:
+            batch_size = 1 if onnx.fixed_batch == 1 else batch_size
+        return cls(onnx.run, pre, postprocess, batch_size)
+
+    def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
+        """One path/array -> one result dict; a list -> a list of them (same order).
+
+        Each result is ``{"polys": [np.ndarray (P, 2) float32], "scores": [float]}``.
+        """
+        import numpy as np
+
+        if isinstance(images, (str, os.PathLike, np.ndarray)):
+            return self.predict([_as_rgb(images)])[0]
+        return self.predict([_as_rgb(im) for im in images])
+
+    def predict(self, images: Sequence[np.ndarray]) -> list[dict]:
+        """RGB uint8 arrays -> results; images of equal resized size are batched together."""
+        import numpy as np
+
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, im in enumerate(images):
+            groups.setdefault(self.preprocess.output_size(im), []).append(i)
+        results: list[dict | None] = [None] * len(images)
+        for idx in groups.values():
+            for start in range(0, len(idx), self.batch_size):
+                chunk = idx[start : start + self.batch_size]
+                inputs, shapes = zip(*(self.preprocess(images[i]) for i in chunk), strict=True)
+                prob = self.model(np.stack(inputs))
+                for i, res in zip(chunk, self.postprocess(prob, np.stack(shapes)), strict=True):
+                    results[i] = res
+        return results
+
+
+def _has_resize(cfg: Config) -> bool:
+    pipes = (cfg.predict.dataset.get("transform_pipeline") or [], cfg.eval.dataset.transform_pipeline or [])
+    return any("DetResize" in (e if isinstance(e, dict) else {e: None}) for p in pipes for e in p)
+
+
+def _built(cls: type, kwargs: dict, what: str) -> Any:
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"Detector.from_onnx {what}={kwargs!r}: {e}") from None
+
+
+def find_checkpoint(cfg: Config, ckpt: str | None) -> tuple[str, str]:
+    """(path, where it came from): ``ckpt``, else ``predict.ckpt_load_path``, else ``eval.ckpt_load_path``."""
+    for path, what in ((ckpt, "--ckpt"), (cfg.predict.ckpt_load_path, "predict.ckpt_load_path"),
+                       (cfg.eval.ckpt_load_path, "eval.ckpt_load_path")):
+        if path:
+            if not os.path.isfile(path):
+                raise TextdetError(f"checkpoint not found: {path} (from {what}); point it at a .ckpt file")
+            return path, what
+    raise TextdetError("no checkpoint: pass --ckpt PATH (or set predict.ckpt_load_path / eval.ckpt_load_path)")
+
+
+# ----------------------------------------------------------------------------- outputs
+def _num(v: float) -> int | float:
+    v = float(v)
+    return int(v) if v.is_integer() else round(v, 2)
+
+
+def _points(poly: np.ndarray) -> list[list[int | float]]:
+    import numpy as np
+
+    return [[_num(x), _num(y)] for x, y in np.asarray(poly).reshape(-1, 2)]
+
+
+def draw_polys(image_rgb: np.ndarray, polys: Sequence[np.ndarray], path: str) -> None:
+    """Write ``image_rgb`` with ``polys`` outlined (green, 2 px) to ``path``."""
+    import cv2
+    import numpy as np
+
+    canvas = np.ascontiguousarray(image_rgb[..., ::-1])
+    pts = [np.round(np.asarray(p)).astype(np.int32).reshape(-1, 1, 2) for p in polys]
+    cv2.polylines(canvas, pts, True, DRAW_COLOR_BGR, 2)
+    if not cv2.imwrite(path, canvas):
+        raise TextdetError(f"cannot write {path}")
+
+
+def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
+    """``predictions.json`` ({path: [{"points", "score"}]}) and MindOCR's ``det_results.txt``."""
+    preds = {path: [{"points": _points(p), "score": round(float(s), 4)} for p, s in zip(r["polys"], r["scores"],
+                                                                                       strict=True)]
+             for path, r in results.items()}
+    json_path = os.path.join(out_dir, "predictions.json")
+    with open(json_path, "w", encoding="utf-8") as f:  # one image per line: readable and diff-able
+        f.write("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in preds.items()) + "\n}\n")
+    txt_path = os.path.join(out_dir, "det_results.txt")
+    with open(txt_path, "w", encoding="utf-8") as f:
+        for path, r in results.items():
+            f.write(f"{os.path.basename(path)}\t{json.dumps([_points(p) for p in r['polys']])}\n")
+    return json_path, txt_path
+
+
+# ----------------------------------------------------------------------------- command
+def add_predict_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``textdet predict``."""
+    p = subparsers.add_parser("predict", help="detect text in images/folders -> predictions.json (+ drawn images)")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders (jpg/jpeg/png/bmp)")
+    p.add_argument("-c", "--config", help="MindOCR-style YAML config (model, preprocessing, postprocess)")
+    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config value (YAML-parsed), repeatable: -o postprocess.box_thresh=0.6")
+    p.add_argument("--ckpt", help="checkpoint (with -c; default: predict/eval.ckpt_load_path)")
+    p.add_argument("--onnx", help="ONNX model: a textdet export or an external DB-style model (e.g. PP-OCR det)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--draw", action="store_true", help="also write DIR/<stem>_det.jpg with the boxes drawn")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--batch-size", type=int, default=8, help="images per forward (same resized size only)")
+    return p
+
+
+def build_detector(args: argparse.Namespace) -> Detector:
+    """The Detector that ``textdet predict`` options describe; usage errors as TextdetError."""
+    from textdet.config import load_config
+
+    if args.batch_size < 1:
+        raise TextdetError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.onnx and args.ckpt:
+        raise TextdetError("give either --ckpt (with -c) or --onnx, not both")
+    if not args.onnx and not args.config:
+        raise TextdetError("give -c CONFIG --ckpt PATH (a PyTorch checkpoint) or --onnx PATH")
+    cfg = None
+    if args.config:
+        cfg = load_config(args.config, args.opt)
+    elif args.opt:  # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
+        cfg = load_config(None, ["postprocess.name=DBPostprocess", *args.opt])
+    if args.onnx:
+        return Detector.from_onnx(args.onnx, cfg=cfg, device=args.device, batch_size=args.batch_size)
+    return Detector.from_config(cfg, args.ckpt, device=args.device, batch_size=args.batch_size)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """``textdet predict``: detect, write predictions.json + det_results.txt (+ drawn images), summarise."""
+    paths = find_images(args.inputs)
+    detector = build_detector(args)
+    os.makedirs(args.out, exist_ok=True)
+    results: dict[str, dict] = {}
+    t0, skipped = time.perf_counter(), 0
+    step = max(detector.batch_size, 1) * 4  # bounded memory on big folders, still full batches
+    for start in range(0, len(paths), step):
+        batch, images = [], []
+        for path in paths[start : start + step]:
+            try:
+                images.append(read_image(path))
+                batch.append(path)
+            except DataError as e:
+                logger.warning("predict: skipped %s: %s", path, e)
+                skipped += 1
+        for path, image, res in zip(batch, images, detector.predict(images) if images else [], strict=True):
+            results[path] = res
+            if args.draw:
+                stem = os.path.splitext(os.path.basename(path))[0]
+                draw_polys(image, res["polys"], os.path.join(args.out, f"{stem}_det.jpg"))
+    seconds = time.perf_counter() - t0
+    if not results:
+        raise TextdetError(f"none of the {len(paths)} input images could be read (see the warnings above)")
+    json_path, txt_path = write_results(args.out, results)
+    boxes = sum(len(r["polys"]) for r in results.values())
+    extra = f", {skipped} unreadable skipped" if skipped else ""
+    print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s{extra}; "
+          f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else ""))
+    return 0

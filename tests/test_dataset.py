@@ -1,0 +1,120 @@
+"""DetDataset and the loader: bad input is skipped with a named reason, runs are reproducible,
+and `textdet check-data` reports every problem."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from conftest import RECIPE, tiny_overrides
+
+from textdet.cli import main
+from textdet.config import load_config
+from textdet.data.dataset import DetDataset, build_loader
+from textdet.data.pipeline import build_transforms
+from textdet.errors import DataError
+
+SQUARE = [[10, 10], [50, 10], [50, 30], [10, 30]]
+
+
+def make_set(root, lines: list[str], images: dict[str, bytes | None]) -> None:
+    img_dir = os.path.join(root, "imgs")
+    os.makedirs(img_dir, exist_ok=True)
+    for name, data in images.items():
+        if data is None:
+            cv2.imwrite(os.path.join(img_dir, name), np.full((64, 96, 3), 200, np.uint8))
+        else:
+            with open(os.path.join(img_dir, name), "wb") as f:
+                f.write(data)
+    with open(os.path.join(root, "gt.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def label(name: str, points=SQUARE, text="ab") -> str:
+    return f"{name}\t" + json.dumps([{"transcription": text, "points": points}])
+
+
+def eval_pipeline():
+    return build_transforms([{"DecodeImage": {"img_mode": "RGB"}}, "DetLabelEncode"])
+
+
+def test_bad_lines_and_images_are_reported_and_skipped(tmp_path):
+    root = str(tmp_path)
+    make_set(root, [
+        label("good.jpg"),
+        "broken.jpg\tnot json",
+        label("missing.jpg"),
+        label("corrupt.jpg"),
+        label("nan.jpg", points=[[0, 0], [float("nan"), 1], [5, 5], [0, 5]]),
+    ], {"good.jpg": None, "broken.jpg": None, "corrupt.jpg": b"not a jpeg", "nan.jpg": None})
+    ds = DetDataset(root, "imgs", "gt.txt", eval_pipeline(), ["image", "polys"], seed=0)
+    problems = {(p.line_no, p.severity) for p in ds.problems}
+    assert (2, "error") in problems  # not JSON: line skipped
+    assert (3, "error") in problems  # image not found
+    assert any(p.line_no == 5 and p.severity == "warning" for p in ds.problems)  # NaN polygon dropped
+    assert [r.rel_path for r in ds.records] == ["good.jpg", "corrupt.jpg", "nan.jpg"]
+    out = ds[(0, 1)]  # corrupt.jpg: replaced by another sample, counted
+    assert out["_skipped"] == 1 and out["image"].shape == (64, 96, 3)
+    good = ds[(0, 0)]
+    assert good["_skipped"] == 0 and len(good["polys"]) == 1
+
+
+def test_missing_folder_and_label_file_name_the_config_key(tmp_path):
+    with pytest.raises(DataError, match=r"image folder not found.*train.dataset.dataset_root"):
+        DetDataset(str(tmp_path), "nope", "gt.txt", eval_pipeline(), ["image"], config_prefix="train.dataset")
+    os.makedirs(tmp_path / "imgs")
+    with pytest.raises(DataError, match=r"label file not found.*eval.dataset.label_file='gt.txt'"):
+        DetDataset(str(tmp_path), "imgs", "gt.txt", eval_pipeline(), ["image"], config_prefix="eval.dataset")
+
+
+def test_same_batches_with_and_without_workers(synth_root, tmp_path):
+    """Randomness comes from (seed, epoch, index): the number of workers does not change a run."""
+    cfg = load_config(RECIPE, tiny_overrides(synth_root, str(tmp_path)))
+    pipe = build_transforms(cfg.train.dataset.transform_pipeline)
+    ds = DetDataset(synth_root, "train/images", "train_gt.txt", pipe, cfg.train.dataset.output_columns, seed=5)
+    batches = []
+    for workers in (0, 2):
+        loader = build_loader(ds, batch_size=4, shuffle=True, drop_remainder=True, num_workers=workers, seed=5,
+                              persistent_workers=False)
+        loader.sampler.set_epoch(1)
+        batches.append(next(iter(loader)))
+    for key in ("image", "binary_map", "thresh_map"):
+        assert torch.equal(batches[0][key], batches[1][key])
+    loader.sampler.set_epoch(2)
+    assert not torch.equal(next(iter(loader))["image"], batches[1]["image"])
+
+
+def test_drop_remainder_with_too_few_samples_is_explained(synth_root, tmp_path):
+    cfg = load_config(RECIPE, tiny_overrides(synth_root, str(tmp_path)))
+    ds = DetDataset(synth_root, "val/images", "test_gt.txt", eval_pipeline(), ["image"], seed=0)
+    with pytest.raises(DataError, match="lower the batch size"):
+        build_loader(ds, batch_size=8, shuffle=False, drop_remainder=True, num_workers=0, seed=cfg.system.seed)
+
+
+def test_check_data_reports_and_dumps(synth_root, tmp_path, capsys):
+    root = str(tmp_path / "data")
+    shutil.copytree(synth_root, root)
+    with open(os.path.join(root, "train_gt.txt"), "a") as f:
+        f.write("img_missing.jpg\t[]\n")
+        f.write("img_0.jpg\t{oops\n")
+    opts = tiny_overrides(root, str(tmp_path / "run"))
+    args = ["check-data", "-c", RECIPE, "--dump", str(tmp_path / "dump"), "--n", "2"]
+    for o in opts:
+        args += ["-o", o]
+    assert main(args) == 1  # errors found
+    out = capsys.readouterr().out
+    assert "train_gt.txt:13: error: image not found: img_missing.jpg" in out
+    assert "train_gt.txt:14: error" in out
+    assert "train: 12 usable samples" in out and "eval: 4 usable samples" in out
+    dumped = sorted(os.listdir(tmp_path / "dump"))
+    assert dumped == ["sample_000.npz", "sample_000.png", "sample_001.npz", "sample_001.png"]
+    npz = np.load(tmp_path / "dump" / "sample_000.npz")
+    assert set(npz.files) == {"image", "binary_map", "mask", "thresh_map", "thresh_mask"}
+    assert npz["image"].shape == (3, 64, 64) and npz["binary_map"].shape == (1, 64, 64)
+    png = cv2.imread(str(tmp_path / "dump" / "sample_000.png"))
+    assert png.shape == (128, 128, 3)  # 2x2 panels of the 64x64 crop

@@ -1,0 +1,265 @@
+"""Detector and ``textdet predict``: a known-answer ONNX "model" that sees white rectangles as text,
+and a tiny DBNet whose checkpoint and ONNX export must give the same boxes."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import logging
+import os
+import warnings
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from conftest import RECIPE, tiny_overrides
+from textdet.config import load_config
+from textdet.data.transforms import IMAGENET_MEAN, IMAGENET_STD, DetResize, NormalizeImage
+from textdet.engine import build
+from textdet.errors import TextdetError
+from textdet.predict import (
+    Detector,
+    Preprocess,
+    add_predict_arguments,
+    find_images,
+    preprocess_from_config,
+    run_predict,
+)
+
+pytest.importorskip("onnxruntime")
+
+H, W = 120, 200
+# Hand-computed in test_known_boxes_mapped_back_to_original_pixels: (x0, y0, x1, y1) before rounding
+EXPECTED = {"A": (9 / 1.12, 8 * 15 / 16, 124 / 1.12, 55 * 15 / 16), "B": (52 / 1.12, 60 * 15 / 16, 216 / 1.12,
+                                                                        114 * 15 / 16)}
+
+
+class Brightness(nn.Module):
+    """An "external DB-style model": P = sigmoid(20 (b - 0.5)), b = 0.6 R + 0.3 G + 0.1 B in [0, 1] after undoing
+    the ImageNet normalisation.
+
+    White gives P = 0.99995, black 0.00005; P >= 0.3 where b >= 0.5 + ln(3/7) / 20 = 0.4576. Yellow
+    (255, 255, 0) is text (b = 0.9) only if the channels arrive in RGB order (as BGR, b = 0.4).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN, dtype=torch.float32).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor(IMAGENET_STD, dtype=torch.float32).view(1, 3, 1, 1))
+        self.register_buffer("weight", torch.tensor([0.6, 0.3, 0.1]).view(1, 3, 1, 1) / 255)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = ((x * self.std + self.mean) * self.weight).sum(1, keepdim=True)
+        return torch.sigmoid(20 * (b - 0.5))
+
+
+def export_external(module: nn.Module, path: str, example: torch.Tensor, output: str = "sigmoid_0.tmp_0") -> str:
+    """Export like a PP-OCR det model: input ``x``, a Paddle-style output name, dynamic N/H/W."""
+    axes = {0: "n", 2: "h", 3: "w"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), (example,), path, input_names=["x"], output_names=[output],
+                          dynamic_axes={"x": axes, output: axes}, opset_version=17, dynamo=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bright_onnx(tmp_path_factory) -> str:
+    return export_external(Brightness(), str(tmp_path_factory.mktemp("onnx") / "bright.onnx"),
+                           torch.zeros(1, 3, 64, 64))
+
+
+def two_rectangles() -> np.ndarray:
+    """200 x 120 black RGB image, white A: x 20..99, y 20..39 and B: x 60..179, y 70..93 (inclusive)."""
+    img = np.zeros((H, W, 3), np.uint8)
+    img[20:40, 20:100] = 255
+    img[70:94, 60:180] = 255
+    return img
+
+
+def boxes_by_x(result: dict) -> list[np.ndarray]:
+    return sorted(result["polys"], key=lambda p: float(p[:, 0].min()))
+
+
+def assert_rect(poly, expected: tuple[float, float, float, float], tol: float = 0.5 + 1e-3) -> None:
+    """A TL, TR, BR, BL axis-aligned quad within ``tol`` px of (x0, y0, x1, y1) (rounding only)."""
+    x0, y0, x1, y1 = expected
+    want = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]])
+    got = np.asarray(poly, dtype=np.float64)
+    assert got.shape == (4, 2)
+    np.testing.assert_allclose(got, want, atol=tol)
+
+
+def test_known_boxes_mapped_back_to_original_pixels(bright_onnx):
+    """No config: MindOCR's infer DetResize (max side 960, keep ratio, divisor 32) makes 200x120 -> 224x128:
+    scale_w = 1.12, scale_h = 128/120 = 16/15 (unequal). Map column j samples source u = (j + 0.5) / s - 0.5,
+    linearly interpolated, so b >= 0.4576 (P >= 0.3) for x0 - 0.542 <= u <= x1 + 0.542, that is
+    s (x0 - 0.042) - 0.5 <= j <= s (x1 + 1.042) - 0.5:
+
+        A: x 1.12 * 19.958 - 0.5 = 21.85 .. 1.12 * 100.042 - 0.5 = 111.55 -> j 22..111; y 20.79..42.21 -> 21..42
+           box 89 x 21, D = 89 * 21 * 1.5 / (2 * 110) = 12.74 -> map x 9..124, y 8..55 (pyclipper rounds)
+           -> original x 9 / 1.12 = 8.04 .. 124 / 1.12 = 110.7, y 8 * 15/16 = 7.5 .. 55 * 15/16 = 51.6
+        B: x 66.65..201.15 -> 67..201, y 74.12..99.81 -> 75..99: box 134 x 24, D = 134 * 24 * 1.5 / (2 * 158)
+           = 15.27 -> map x 52..216, y 60..114 -> original x 46.4 .. 192.9, y 56.25 .. 106.9
+
+    DBPostprocess rounds after dividing, so each corner is within 0.5 px of these values. The boxes grow
+    by D / scale_w in x but D / scale_h in y (11.4 and 11.9 px for A): the scales are applied per axis.
+    """
+    det = Detector.from_onnx(bright_onnx)
+    assert det.preprocess.output_size(two_rectangles()) == (128, 224)
+    result = det(two_rectangles())
+    a, b = boxes_by_x(result)
+    assert_rect(a, EXPECTED["A"])
+    assert_rect(b, EXPECTED["B"])
+    assert all(s > 0.99 for s in result["scores"])
+    assert all(p.dtype == np.float32 for p in result["polys"])
+
+
+def test_inputs_path_array_and_batched_list_agree(bright_onnx, tmp_path):
+    """A path (BGR file decoded to RGB), the array and a batch of two give the same boxes."""
+    img = two_rectangles()
+    img[5:10, 150:190] = (255, 255, 0)  # yellow: text in RGB order only
+    path = str(tmp_path / "img.png")
+    cv2.imwrite(path, img[..., ::-1])
+    det = Detector.from_onnx(bright_onnx, batch_size=2)
+    one = det(img)
+    assert len(one["polys"]) == 3
+    for res in (det(path), *det([img, path])):
+        for p, q in zip(boxes_by_x(one), boxes_by_x(res), strict=True):
+            np.testing.assert_array_equal(p, q)
+    with pytest.raises(TextdetError, match="RGB uint8"):
+        det(img.astype(np.float32))
+
+
+def test_onnx_model_with_fixed_size_is_fed_that_size(tmp_path):
+    """An export with a static (1, 3, 64, 96) input: the default resize becomes 64x96 and batches are single."""
+    path = str(tmp_path / "static.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Brightness().eval(), (torch.zeros(1, 3, 64, 96),), path, input_names=["x"],
+                          output_names=["p"], opset_version=17, dynamo=False)
+    det = Detector.from_onnx(path)
+    assert det.preprocess.output_size(two_rectangles()) == (64, 96)
+    results = det([two_rectangles()] * 3)
+    assert [len(r["polys"]) for r in results] == [2, 2, 2]
+
+
+def test_preprocessing_comes_from_predict_then_eval_pipeline_then_infer_default(synth_root, tmp_path):
+    """predict.dataset's BGR decode + bgr_to_rgb normalisation feeds the model exactly what RGB + no swap does."""
+    opts = tiny_overrides(synth_root, str(tmp_path))
+    eval_pre = preprocess_from_config(load_config(RECIPE, opts))
+    assert eval_pre.resize.target_size == (96, 128) and eval_pre.img_mode == "RGB"
+    predict_pipe = ("predict.dataset.transform_pipeline=[{DecodeImage: {img_mode: BGR}}, {DetResize: "
+                    "{target_size: [64, 96], keep_ratio: false, limit_type: none}}, "
+                    "{NormalizeImage: {bgr_to_rgb: true}}, ToCHWImage]")
+    pre = preprocess_from_config(load_config(RECIPE, [*opts, predict_pipe]))
+    assert pre.img_mode == "BGR" and pre.resize.target_size == (64, 96)
+    rgb = Preprocess(DetResize(target_size=(64, 96), keep_ratio=False, limit_type="none"), NormalizeImage())
+    img = np.random.default_rng(0).integers(0, 256, (50, 70, 3), dtype=np.uint8)
+    (x, shape), (x_rgb, _) = pre(img), rgb(img)
+    np.testing.assert_array_equal(x, x_rgb)
+    np.testing.assert_allclose(shape, [50, 70, 64 / 50, 96 / 70], rtol=1e-6)
+    default = preprocess_from_config(None).resize
+    assert (default.limit_type, default.limit_side_len, default.divisor, default.keep_ratio) == ("max", 960, 32, True)
+
+
+def predict_cli(*argv: str) -> int:
+    """``textdet predict ...`` through the real CLI once it is wired, else through run_predict."""
+    from textdet import cli
+
+    if "predict" in getattr(cli, "COMMANDS", {}):
+        return cli.main(["predict", *argv])
+    parser = argparse.ArgumentParser(prog="textdet")
+    add_predict_arguments(parser.add_subparsers(dest="command"))
+    return run_predict(parser.parse_args(["predict", *argv]))
+
+
+def test_predict_command_writes_json_txt_and_drawings(bright_onnx, tmp_path, capsys, caplog):
+    """Folder in: rects.png (the known answer), broken.jpg (skipped with a warning), notes.txt (ignored)."""
+    src = tmp_path / "images"
+    src.mkdir()
+    cv2.imwrite(str(src / "rects.png"), two_rectangles())
+    (src / "broken.jpg").write_bytes(b"not a jpeg")
+    (src / "notes.txt").write_text("x")
+    out = tmp_path / "out"
+    with caplog.at_level(logging.WARNING, logger="textdet"):
+        assert predict_cli(str(src), "--onnx", bright_onnx, "--out", str(out), "--draw") == 0
+    assert any("broken.jpg" in r.getMessage() for r in caplog.records)
+    summary = capsys.readouterr().out
+    assert "1 images, 2 boxes" in summary and "img/s" in summary
+
+    preds = json.loads((out / "predictions.json").read_text())
+    assert list(preds) == [str(src / "rects.png")]
+    entries = sorted(preds[str(src / "rects.png")], key=lambda e: e["points"][0][0])
+    assert_rect(entries[0]["points"], EXPECTED["A"])
+    assert_rect(entries[1]["points"], EXPECTED["B"])
+    assert all(e["score"] > 0.99 for e in entries)
+
+    name, boxes = (out / "det_results.txt").read_text().strip().split("\t")
+    assert name == "rects.png"
+    boxes = json.loads(boxes)
+    assert len(boxes) == 2 and all(isinstance(v, int) for b in boxes for pt in b for v in pt)
+    drawn = cv2.imread(str(out / "rects_det.jpg"))
+    assert drawn.shape == (H, W, 3)
+    x0, y0 = (int(round(v)) for v in entries[1]["points"][0])
+    assert drawn[y0, x0 + 20, 1] > 150 and drawn[y0, x0 + 20, 2] < 100  # green outline on black
+
+
+def test_predict_input_errors(tmp_path, bright_onnx):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TextdetError, match="no images"):
+        find_images([str(empty)])
+    with pytest.raises(TextdetError, match="input not found"):
+        find_images([str(tmp_path / "missing.jpg")])
+    with pytest.raises(TextdetError, match="ONNX model not found"):
+        Detector.from_onnx(str(tmp_path / "missing.onnx"))
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"\x00")
+    args = argparse.Namespace(inputs=[str(bad)], onnx=bright_onnx, config=None, opt=[], ckpt=None,
+                              out=str(tmp_path / "o"), draw=False, device=None, batch_size=8)
+    with pytest.raises(TextdetError, match="could be read"):
+        run_predict(args)
+
+
+# ----------------------------------------------------------------------------- tiny DBNet: checkpoint vs ONNX
+@pytest.fixture(scope="module")
+def tiny_ckpt_and_onnx(synth_root, tmp_path_factory):
+    """Width-8 DBNet, seed 1, eval pipeline resizing to 96x128: a ``{"model": ...}`` checkpoint and its export."""
+    from textdet.export import export_onnx
+
+    run = tmp_path_factory.mktemp("tiny")
+    opts = tiny_overrides(synth_root, str(run))
+    cfg = load_config(RECIPE, opts)
+    torch.manual_seed(1)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False).eval()
+    ckpt = str(run / "model.ckpt")
+    torch.save({"model": model.state_dict()}, ckpt)
+    onnx = export_onnx(model, str(run / "model.onnx"), 96, 128)
+    return opts, ckpt, onnx
+
+
+def test_checkpoint_and_onnx_detectors_give_the_same_boxes(synth_root, tiny_ckpt_and_onnx, tmp_path):
+    opts, ckpt, onnx = tiny_ckpt_and_onnx
+    cfg = load_config(RECIPE, opts)
+    images = sorted(glob.glob(os.path.join(synth_root, "val", "images", "*")))
+    torch_res = Detector.from_config(cfg, ckpt, device="cpu")(images)
+    onnx_res = Detector.from_onnx(onnx, cfg=cfg)(images)
+    assert sum(len(r["polys"]) for r in torch_res) > 0  # a random model, but it does draw boxes
+    for a, b in zip(torch_res, onnx_res, strict=True):
+        assert len(a["polys"]) == len(b["polys"])
+        for p, q in zip(a["polys"], b["polys"], strict=True):
+            np.testing.assert_array_equal(p, q)
+        np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-4)
+
+    base = [a for o in opts for a in ("-o", o)]
+    val = os.path.join(synth_root, "val", "images")
+    assert predict_cli(val, "-c", RECIPE, *base, "--ckpt", ckpt, "--out", str(tmp_path / "t")) == 0
+    assert predict_cli(val, "-c", RECIPE, *base, "--onnx", onnx, "--out", str(tmp_path / "o")) == 0
+    assert (tmp_path / "t" / "predictions.json").read_text() == (tmp_path / "o" / "predictions.json").read_text()
+    with pytest.raises(TextdetError, match="checkpoint not found"):
+        Detector.from_config(cfg, str(tmp_path / "nope.ckpt"))
