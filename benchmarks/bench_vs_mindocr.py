@@ -239,8 +239,12 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
 
     pipeline = cfg["train"]["dataset"]["transform_pipeline"]
     columns = list(cfg["train"]["dataset"].get("output_columns") or ["image"])
-    res: dict[str, Any] = {"transforms": [next(iter(e)) if isinstance(e, dict) else e for e in pipeline],
-                           "output_columns": columns, "images": len(samples), "passes_per_round": args.passes}
+    res: dict[str, Any] = {
+        "transforms": [next(iter(e)) if isinstance(e, dict) else e for e in pipeline],
+        "output_columns": columns,
+        "images": len(samples),
+        "passes_per_round": args.passes,
+    }
     sides: dict[str, Any] = {}
     errors: dict[str, int] = {}
 
@@ -285,8 +289,11 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
     n_per_round = len(samples) * args.passes
     for n in order:
         sps = [n_per_round / t for t in times[n]]
-        res[n] = {"samples_per_s": summarize(sps), "ms_per_sample": 1000.0 / statistics.median(sps),
-                  "failed_samples": errors.get(n, 0)}
+        res[n] = {
+            "samples_per_s": summarize(sps),
+            "ms_per_sample": 1000.0 / statistics.median(sps),
+            "failed_samples": errors.get(n, 0),
+        }
     if "mindocr" in times:
         ratios = [tm / tt for tm, tt in zip(times["mindocr"], times["textdet"], strict=True)]
         res["ratio_textdet_over_mindocr"] = summarize(ratios)
@@ -363,7 +370,8 @@ def what_if(samples: list[dict]) -> dict:
     crop = cv2.copyMakeBorder(crop, 0, 280, 0, 0, cv2.BORDER_CONSTANT, value=0)  # 640x640, like a padded crop
     out: dict[str, float] = {}
     out["decode_full_cv2_imdecode+RGB"] = _best_ms(
-        lambda: cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
+        lambda: cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    )
     if hasattr(cv2, "IMREAD_COLOR_RGB"):
         out["decode_full_IMREAD_COLOR_RGB"] = _best_ms(lambda: cv2.imdecode(buf, cv2.IMREAD_COLOR_RGB))
     out["decode_reduced_2_IMREAD_REDUCED_COLOR_2"] = _best_ms(lambda: cv2.imdecode(buf, cv2.IMREAD_REDUCED_COLOR_2))
@@ -382,14 +390,17 @@ def what_if(samples: list[dict]) -> dict:
         ref = chw(norm({"image": crop}, rng), rng)["image"]
         blob = cv2.dnn.blobFromImageWithParams(crop, params)[0]
         out["cv2.dnn.blobFromImageWithParams_640 (fused normalize+CHW)"] = _best_ms(
-            lambda: cv2.dnn.blobFromImageWithParams(crop, params)[0])
+            lambda: cv2.dnn.blobFromImageWithParams(crop, params)[0]
+        )
         out["  max_abs_diff_vs_textdet"] = float(np.abs(blob - ref).max())
     out["uint8_CHW_copy_only_640 (normalize on the device)"] = _best_ms(
-        lambda: np.ascontiguousarray(crop.transpose(2, 0, 1)))
+        lambda: np.ascontiguousarray(crop.transpose(2, 0, 1))
+    )
     out["uint8_HWC_no_copy (normalize+CHW on the device)"] = 0.0
     mat = cv2.getRotationMatrix2D((640.0, 360.0), 7.0, 1.3)
     out["warpAffine_1280x720_to_640x640_linear"] = _best_ms(
-        lambda: cv2.warpAffine(full, mat, (640, 640), flags=cv2.INTER_LINEAR))
+        lambda: cv2.warpAffine(full, mat, (640, 640), flags=cv2.INTER_LINEAR)
+    )
     color = RandomColorAdjust(brightness=32.0 / 255, saturation=0.5)
     out["textdet_color_adjust_on_640"] = _best_ms(lambda: color.apply(crop, (1.05, 1.0, 1.3, 0.0)))
     # brightness b then saturation s as ONE 3x3 colour matrix (uint8 in/out, one clip at the end)
@@ -397,8 +408,11 @@ def what_if(samples: list[dict]) -> dict:
     gray = np.array([0.299, 0.587, 0.114])
     cmat = (b_ * (s_ * np.eye(3) + (1 - s_) * np.tile(gray, (3, 1)))).astype(np.float32)
     out["color_as_one_cv2.transform_640"] = _best_ms(lambda: cv2.transform(crop, cmat))
-    out["  max_abs_diff_vs_textdet (uint8 levels)"] = float(np.abs(
-        cv2.transform(crop, cmat).astype(np.int16) - color.apply(crop, (b_, 1.0, s_, 0.0)).astype(np.int16)).max())
+    out["  max_abs_diff_vs_textdet (uint8 levels)"] = float(
+        np.abs(
+            cv2.transform(crop, cmat).astype(np.int16) - color.apply(crop, (b_, 1.0, s_, 0.0)).astype(np.int16)
+        ).max()
+    )
     return out
 
 
@@ -476,8 +490,14 @@ def compare_boxes(a: list, b: list) -> dict:
     return {"matched": matched, "max_vertex_diff_px": worst}
 
 
-def lean_quad_postprocess(prob: np.ndarray, shape: np.ndarray, binary_thresh: float = 0.3, box_thresh: float = 0.6,
-                          max_candidates: int = 1000, expand_ratio: float = 1.5) -> list[np.ndarray]:
+def lean_quad_postprocess(
+    prob: np.ndarray,
+    shape: np.ndarray,
+    binary_thresh: float = 0.3,
+    box_thresh: float = 0.6,
+    max_candidates: int = 1000,
+    expand_ratio: float = 1.5,
+) -> list[np.ndarray]:
     """PROTOTYPE, not textdet code: the quad path with the per-contour Python cut to the bone.
 
     Same steps and scores as textdet's ``score_mode="fast"`` quad path, but the unclip of a rectangle
@@ -510,9 +530,12 @@ def lean_quad_postprocess(prob: np.ndarray, shape: np.ndarray, binary_thresh: fl
     if not rects:
         return []
     boxes = np.stack(rects).astype(np.float64)  # (N, 4, 2)
-    s, dxy = boxes.sum(axis=2), boxes[:, :, 1] - boxes[:, :, 0]
-    idx = np.stack([s.argmin(1), dxy.argmin(1), s.argmax(1), dxy.argmax(1)], axis=1)  # TL, TR, BR, BL
-    boxes = np.take_along_axis(boxes, idx[:, :, None], axis=1)
+    # textdet's order_points_clockwise, vectorised: two leftmost by x -> (TL, BL) by y, two rightmost -> (TR, BR)
+    boxes = np.take_along_axis(boxes, np.argsort(boxes[..., 0], axis=1, kind="stable")[..., None], axis=1)
+    left, right = boxes[:, :2], boxes[:, 2:]
+    left = np.take_along_axis(left, np.argsort(left[..., 1], axis=1, kind="stable")[..., None], axis=1)
+    right = np.take_along_axis(right, np.argsort(right[..., 1], axis=1, kind="stable")[..., None], axis=1)
+    boxes = np.stack([left[:, 0], right[:, 0], right[:, 1], left[:, 1]], axis=1)
     src_h, src_w, scale_h, scale_w = (float(v) for v in shape)
     boxes = np.round(boxes / (scale_w, scale_h))
     np.clip(boxes[..., 0], 0, src_w - 1, out=boxes[..., 0])
@@ -549,15 +572,17 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
         entry: dict[str, Any] = {"maps": int(len(m))}
         batches = [m[i : i + 1, None] for i in range(len(m))]  # (1, 1, H, W), MindOCR eval batch size 1
         shape_rows = [None if sl is None else sl[i : i + 1] for i in range(len(m))]
-        shape_rows = [r if r is not None else np.array([[m.shape[1], m.shape[2], 1.0, 1.0]], np.float32)
-                      for r in shape_rows]
+        shape_rows = [
+            r if r is not None else np.array([[m.shape[1], m.shape[2], 1.0, 1.0]], np.float32) for r in shape_rows
+        ]
         out_ours = [ours(b, s)[0]["polys"] for b, s in zip(batches, shape_rows, strict=True)]
         entry["boxes_textdet"] = int(sum(len(p) for p in out_ours))
-        funcs = {"textdet": lambda: [ours(b, s) for b, s in zip(batches, shape_rows, strict=True)]}
+        pairs = list(zip(batches, shape_rows, strict=True))
+        funcs = {"textdet": lambda pairs=pairs: [ours(b, s) for b, s in pairs]}
         # information: textdet with score_mode="slow" (mean inside the contour, closer to MindOCR's score)
         out_slow = [ours_slow(b, s)[0]["polys"] for b, s in zip(batches, shape_rows, strict=True)]
         entry["boxes_textdet_slow_score"] = int(sum(len(p) for p in out_slow))
-        funcs["textdet-slow-score"] = lambda: [ours_slow(b, s) for b, s in zip(batches, shape_rows, strict=True)]
+        funcs["textdet-slow-score"] = lambda pairs=pairs: [ours_slow(b, s) for b, s in pairs]
         if ours.box_type == "quad":  # what-if prototype (quad only)
             kw = {k: getattr(ours, k) for k in ("binary_thresh", "box_thresh", "max_candidates", "expand_ratio")}
             out_lean = [lean_quad_postprocess(b[0, 0], s[0], **kw) for b, s in zip(batches, shape_rows, strict=True)]
@@ -565,18 +590,18 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
             lean_diffs = [compare_boxes(a, b) for a, b in zip(out_ours, out_lean, strict=True)]
             md = [d["max_vertex_diff_px"] for d in lean_diffs if d["max_vertex_diff_px"] is not None]
             entry["prototype_max_vertex_diff_vs_textdet_px"] = max(md) if md else None
-            funcs["prototype-lean-quad"] = lambda: [lean_quad_postprocess(b[0, 0], s[0], **kw)
-                                                    for b, s in zip(batches, shape_rows, strict=True)]
+            funcs["prototype-lean-quad"] = lambda pairs=pairs, kw=kw: [
+                lean_quad_postprocess(b[0, 0], s[0], **kw) for b, s in pairs
+            ]
         if mine is not None:
             out_mine = [list(mine(b, s)["polys"][0]) for b, s in zip(batches, shape_rows, strict=True)]
             entry["boxes_mindocr"] = int(sum(len(p) for p in out_mine))
-            entry["same_box_count_per_map"] = all(
-                len(a) == len(b) for a, b in zip(out_mine, out_ours, strict=True))
+            entry["same_box_count_per_map"] = all(len(a) == len(b) for a, b in zip(out_mine, out_ours, strict=True))
             diffs = [compare_boxes(a, b) for a, b in zip(out_mine, out_ours, strict=True)]
             entry["boxes_matched_by_centre"] = int(sum(d["matched"] for d in diffs))
             md = [d["max_vertex_diff_px"] for d in diffs if d["max_vertex_diff_px"] is not None]
             entry["max_vertex_diff_px"] = max(md) if md else None
-            funcs["mindocr"] = lambda: [mine(b, s) for b, s in zip(batches, shape_rows, strict=True)]
+            funcs["mindocr"] = lambda pairs=pairs: [mine(b, s) for b, s in pairs]
             if name == "gt":
                 res["_gt_predictions_mindocr"] = out_mine
         if name == "gt":
@@ -616,14 +641,16 @@ def _pad_gt(polys: list[np.ndarray]) -> np.ndarray:
     return np.stack([np.concatenate([x, np.repeat(x[-1:], p - len(x), 0)]) for x in polys]).astype(np.float32)
 
 
-def run_metric_mindocr(mo: dict, preds: list[list], gts: list[list], ignores: list[np.ndarray],
-                       tensors: bool = True) -> tuple[dict, Any]:
+def run_metric_mindocr(
+    mo: dict, preds: list[list], gts: list[list], ignores: list[np.ndarray], tensors: bool = True
+) -> tuple[dict, Any]:
     metric = mo["DetMetric"]()
     wrap = mo["ms"].Tensor if tensors else _AsNumpy
     for p, g, ig in zip(preds, gts, ignores, strict=True):
         gt_t = (wrap(_pad_gt(g)[None]), wrap(np.asarray(ig, bool)[None]))
-        metric.update({"polys": [[np.asarray(x, np.float32) for x in p]], "scores": [np.ones(len(p), np.float32)]},
-                      gt_t)
+        metric.update(
+            {"polys": [[np.asarray(x, np.float32) for x in p]], "scores": [np.ones(len(p), np.float32)]}, gt_t
+        )
     return {k: float(v) for k, v in metric.eval().items()}, metric
 
 
@@ -669,8 +696,10 @@ def bench_metric(args: argparse.Namespace, mo: dict | None, val: list[dict], pp_
     elif pp_res and "_gt_predictions_textdet" in pp_res:
         base, source = pp_res["_gt_predictions_textdet"], "textdet DBPostprocess on the 'gt' maps"
     else:
-        base, source = [[q.copy() for q, ig in zip(g, i, strict=True) if not ig] for g, i in zip(gts, ignores,
-                                                                                              strict=True)], "GT"
+        base, source = (
+            [[q.copy() for q, ig in zip(g, i, strict=True) if not ig] for g, i in zip(gts, ignores, strict=True)],
+            "GT",
+        )
     base = [[np.asarray(b, np.float32) for b in p] for p in base]
     cases: dict[str, list[list]] = {"near-perfect": base, "noisy": noisy_predictions(base, val_hw, args.seed)}
     rng = np.random.default_rng(args.seed + 3)
@@ -690,8 +719,12 @@ def bench_metric(args: argparse.Namespace, mo: dict | None, val: list[dict], pp_
     # the constructed duplicate-detection case: one GT word, detected twice
     g = [np.array([[100, 100], [300, 100], [300, 150], [100, 150]], np.float32)]
     d = [g[0].copy(), g[0] + np.float32(2)]
-    entry = {"gt": 1, "detections": 2, "textdet": run_metric_ours([d], [g], [np.zeros(1, bool)]),
-             "expected_icdar2015": {"recall": 1.0, "precision": 0.5, "f-score": 2 * 0.5 / 1.5}}
+    entry = {
+        "gt": 1,
+        "detections": 2,
+        "textdet": run_metric_ours([d], [g], [np.zeros(1, bool)]),
+        "expected_icdar2015": {"recall": 1.0, "precision": 0.5, "f-score": 2 * 0.5 / 1.5},
+    }
     if mo is not None:
         entry["mindocr"], _ = run_metric_mindocr(mo, [d], [g], [np.zeros(1, bool)])
         entry["identical"] = all(abs(entry["mindocr"][k] - entry["textdet"][k]) < 1e-12 for k in entry["textdet"])
@@ -700,8 +733,11 @@ def bench_metric(args: argparse.Namespace, mo: dict | None, val: list[dict], pp_
     # a second, documented difference: a self-intersecting ("bow-tie") detection. MindOCR drops invalid
     # polygons silently; textdet repairs them with buffer(0) (as mmocr) and counts them, here as a false positive
     bow = np.array([[400, 100], [450, 100], [400, 130], [450, 130]], np.float32)
-    entry = {"gt": 1, "detections": "the GT box + one bow-tie elsewhere",
-             "textdet": run_metric_ours([[g[0].copy(), bow]], [g], [np.zeros(1, bool)])}
+    entry = {
+        "gt": 1,
+        "detections": "the GT box + one bow-tie elsewhere",
+        "textdet": run_metric_ours([[g[0].copy(), bow]], [g], [np.zeros(1, bool)]),
+    }
     if mo is not None:
         entry["mindocr"], _ = run_metric_mindocr(mo, [[g[0].copy(), bow]], [g], [np.zeros(1, bool)])
         entry["identical"] = all(abs(entry["mindocr"][k] - entry["textdet"][k]) < 1e-12 for k in entry["textdet"])
@@ -722,10 +758,13 @@ def bench_metric(args: argparse.Namespace, mo: dict | None, val: list[dict], pp_
     funcs["textdet"] = ours_run
     if mo is not None:
         ms = mo["ms"]
-        ms_gts = [(ms.Tensor(_pad_gt(gg)[None]), ms.Tensor(np.asarray(ig, bool)[None])) for gg, ig in zip(
-            gts, ignores, strict=True)]
-        ms_preds = [{"polys": [[np.asarray(x, np.float32) for x in p]], "scores": [np.ones(len(p), np.float32)]}
-                    for p in preds]
+        ms_gts = [
+            (ms.Tensor(_pad_gt(gg)[None]), ms.Tensor(np.asarray(ig, bool)[None]))
+            for gg, ig in zip(gts, ignores, strict=True)
+        ]
+        ms_preds = [
+            {"polys": [[np.asarray(x, np.float32) for x in p]], "scores": [np.ones(len(p), np.float32)]} for p in preds
+        ]
 
         def mindocr_run() -> None:
             m = mo["DetMetric"]()
@@ -743,7 +782,8 @@ def bench_metric(args: argparse.Namespace, mo: dict | None, val: list[dict], pp_
         res[f"images_per_s_{side}"] = summarize([len(val) / t for t in ts])
     if "mindocr" in times:
         res["ratio_textdet_over_mindocr"] = summarize(
-            [a / b for a, b in zip(times["mindocr"], times["textdet"], strict=True)])
+            [a / b for a, b in zip(times["mindocr"], times["textdet"], strict=True)]
+        )
     return res
 
 
@@ -767,8 +807,16 @@ def print_summary(result: dict) -> None:
         m = a.get("mindocr", {}).get("samples_per_s", {}).get("median")
         t = a["textdet"]["samples_per_s"]["median"]
         r = a.get("ratio_textdet_over_mindocr", {}).get("median")
-        rows.append(("(a) train pipeline, samples/s", fmt(m), fmt(t), fmt(r, 2) + "x" if r else "n/a", ">= 4x",
-                     ("yes" if r >= 4 else "NO") if r else "n/a"))
+        rows.append(
+            (
+                "(a) train pipeline, samples/s",
+                fmt(m),
+                fmt(t),
+                fmt(r, 2) + "x" if r else "n/a",
+                ">= 4x",
+                ("yes" if r >= 4 else "NO") if r else "n/a",
+            )
+        )
         s = a["textdet-sequential"]["samples_per_s"]["median"]
         rs = a.get("ratio_sequential_over_mindocr", {}).get("median")
         rows.append(("    textdet fuse=False (info)", fmt(m), fmt(s), fmt(rs, 2) + "x" if rs else "n/a", "", ""))
@@ -778,35 +826,81 @@ def print_summary(result: dict) -> None:
         t = e.get("ms_per_map_textdet", {}).get("median")
         r = e.get("ratio_textdet_over_mindocr", {}).get("median")
         same = e.get("same_box_count_per_map")
-        rows.append((f"(c) postprocess '{name}', ms/map", fmt(m, 2), fmt(t, 2), fmt(r, 2) + "x" if r else "n/a",
-                     ">= 3x", ("yes" if r >= 3 else "NO") if r else "n/a"))
-        rows.append((f"    boxes found (same per map: {same})", fmt(e.get("boxes_mindocr")),
-                     fmt(e.get("boxes_textdet")), "", "", ""))
-        for side, key in (("textdet-slow-score", "boxes_textdet_slow_score"),
-                          ("prototype-lean-quad", "boxes_prototype_lean_quad")):
+        rows.append(
+            (
+                f"(c) postprocess '{name}', ms/map",
+                fmt(m, 2),
+                fmt(t, 2),
+                fmt(r, 2) + "x" if r else "n/a",
+                ">= 3x",
+                ("yes" if r >= 3 else "NO") if r else "n/a",
+            )
+        )
+        rows.append(
+            (
+                f"    boxes found (same per map: {same})",
+                fmt(e.get("boxes_mindocr")),
+                fmt(e.get("boxes_textdet")),
+                "",
+                "",
+                "",
+            )
+        )
+        for side, key in (
+            ("textdet-slow-score", "boxes_textdet_slow_score"),
+            ("prototype-lean-quad", "boxes_prototype_lean_quad"),
+        ):
             if f"ms_per_map_{side}" in e:
                 r2 = e.get(f"ratio_{side}_over_mindocr", {}).get("median")
-                rows.append((f"    info: {side}, ms/map ({e.get(key)} boxes)", fmt(m, 2),
-                             fmt(e[f"ms_per_map_{side}"]["median"], 2), fmt(r2, 2) + "x" if r2 else "n/a", "", ""))
+                rows.append(
+                    (
+                        f"    info: {side}, ms/map ({e.get(key)} boxes)",
+                        fmt(m, 2),
+                        fmt(e[f"ms_per_map_{side}"]["median"], 2),
+                        fmt(r2, 2) + "x" if r2 else "n/a",
+                        "",
+                        "",
+                    )
+                )
     d = result.get("metric", {})
     for name, e in d.get("cases", {}).items():
         mm, tt = e.get("mindocr"), e["textdet"]
-        rows.append((f"(d) metric '{name}' P/R/F", "/".join(fmt(mm[k], 4) for k in ("precision", "recall", "f-score"))
-                     if mm else "n/a", "/".join(fmt(tt[k], 4) for k in ("precision", "recall", "f-score")), "",
-                     "identical", fmt(e.get("identical"))))
+        rows.append(
+            (
+                f"(d) metric '{name}' P/R/F",
+                "/".join(fmt(mm[k], 4) for k in ("precision", "recall", "f-score")) if mm else "n/a",
+                "/".join(fmt(tt[k], 4) for k in ("precision", "recall", "f-score")),
+                "",
+                "identical",
+                fmt(e.get("identical")),
+            )
+        )
     if "duplicate_case" in d:
         e = d["duplicate_case"]
         mm, tt = e.get("mindocr"), e["textdet"]
-        rows.append(("(d) duplicate case P/R/F", "/".join(fmt(mm[k], 4) for k in ("precision", "recall", "f-score"))
-                     if mm else "n/a", "/".join(fmt(tt[k], 4) for k in ("precision", "recall", "f-score")), "",
-                     "differ", fmt(not e.get("identical")) if mm else "n/a"))
+        rows.append(
+            (
+                "(d) duplicate case P/R/F",
+                "/".join(fmt(mm[k], 4) for k in ("precision", "recall", "f-score")) if mm else "n/a",
+                "/".join(fmt(tt[k], 4) for k in ("precision", "recall", "f-score")),
+                "",
+                "differ",
+                fmt(not e.get("identical")) if mm else "n/a",
+            )
+        )
     if "self_intersecting_case" in d:
         e = d["self_intersecting_case"]
         mm, tt = e.get("mindocr"), e["textdet"]
-        rows.append(("(d) self-intersecting det. P/R/F", "/".join(fmt(mm[k], 4) for k in ("precision", "recall",
-                                                                                            "f-score"))
-                     if mm else "n/a", "/".join(fmt(tt[k], 4) for k in ("precision", "recall", "f-score")), "",
-                     "differ", fmt(not e.get("identical")) if mm else "n/a"))
+        rows.append(
+            (
+                "(d) self-intersecting det. P/R/F",
+                "/".join(fmt(mm[k], 4) for k in ("precision", "recall", "f-score")) if mm else "n/a",
+                "/".join(fmt(tt[k], 4) for k in ("precision", "recall", "f-score")),
+                "",
+                "differ",
+                fmt(not e.get("identical")) if mm else "n/a",
+            )
+        )
     if "images_per_s_textdet" in d:
         m = d.get("images_per_s_mindocr", {}).get("median")
         t = d["images_per_s_textdet"]["median"]
@@ -837,8 +931,11 @@ def print_summary(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     global OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--data", help="data root in the synthetic/ICDAR layout (train_gt.txt, test_gt.txt, "
-                                   "train/images, val/images); default: generate one")
+    ap.add_argument(
+        "--data",
+        help="data root in the synthetic/ICDAR layout (train_gt.txt, test_gt.txt, "
+        "train/images, val/images); default: generate one",
+    )
     ap.add_argument("--data-out", help="where to generate the data (default: a new temp folder); reused if present")
     ap.add_argument("--images", type=int, default=30, help="images per split (default 30)")
     ap.add_argument("--size", default="1280x720", help="generated image size WxH (default 1280x720)")
@@ -850,8 +947,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pp-rounds", type=int, default=15, help="(c) rounds over all maps per side")
     ap.add_argument("--metric-rounds", type=int, default=30, help="(d) rounds over all images per side")
     ap.add_argument("--map-size", default="736x1280", help="(c) probability map HxW (default 736x1280)")
-    ap.add_argument("--maps", help="(c) extra saved probability maps .npy (N,H,W)/(N,1,H,W); "
-                                   "an optional FILE_shape_list.npy beside it gives [src_h, src_w, sh, sw] rows")
+    ap.add_argument(
+        "--maps",
+        help="(c) extra saved probability maps .npy (N,H,W)/(N,1,H,W); "
+        "an optional FILE_shape_list.npy beside it gives [src_h, src_w, sh, sw] rows",
+    )
     ap.add_argument("--save-maps", help="(c) save the 'gt' maps to this .npy (and _shape_list.npy)")
     ap.add_argument("--parts", default="a,c,d", help="comma list of parts to run: a (includes b), c, d")
     ap.add_argument("--core", type=int, help="core to pin to (default: the last one this process may use)")
@@ -872,8 +972,9 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_start": loadavg(),
         "machine": machine(),
     }
-    result["pinning"] = pin(None if args.no_pin else (args.core if args.core is not None
-                                                      else sorted(os.sched_getaffinity(0))[-1]))
+    result["pinning"] = pin(
+        None if args.no_pin else (args.core if args.core is not None else sorted(os.sched_getaffinity(0))[-1])
+    )
     mo, why = (None, "--no-mindocr given") if args.no_mindocr else import_mindocr()
     if mo is None:
         log(f"!! MindOCR is not usable here, its side is SKIPPED ({why}). textdet's side still runs; no ratios.")
@@ -895,10 +996,16 @@ def main(argv: list[str] | None = None) -> int:
         result["data"] = fail("data", err)
         log("!! no data, nothing to time (pass --data DIR)")
         return 2
-    result["data"] = {"root": root, "train_images": len(train), "val_images": len(val),
-                      "words_per_train_image": float(np.mean([len(parse_gt(s)[0]) for s in train]))}
-    log(f"data: {root}: {len(train)} train / {len(val)} val images, "
-        f"{result['data']['words_per_train_image']:.1f} words per train image")
+    result["data"] = {
+        "root": root,
+        "train_images": len(train),
+        "val_images": len(val),
+        "words_per_train_image": float(np.mean([len(parse_gt(s)[0]) for s in train])),
+    }
+    log(
+        f"data: {root}: {len(train)} train / {len(val)} val images, "
+        f"{result['data']['words_per_train_image']:.1f} words per train image"
+    )
 
     if "a" in parts:
         log(f"\n(a) training pipeline: {args.rounds} interleaved rounds x {args.passes} passes x {len(train)} images")
@@ -908,12 +1015,16 @@ def main(argv: list[str] | None = None) -> int:
             for side in ("mindocr", "textdet", "textdet-sequential"):
                 if side in p:
                     s = p[side]["samples_per_s"]
-                    log(f"   {side:<19} {s['median']:7.1f} samples/s (min {s['min']:.1f}, max {s['max']:.1f}), "
-                        f"{p[side]['ms_per_sample']:.2f} ms/sample, failed {p[side]['failed_samples']}")
+                    log(
+                        f"   {side:<19} {s['median']:7.1f} samples/s (min {s['min']:.1f}, max {s['max']:.1f}), "
+                        f"{p[side]['ms_per_sample']:.2f} ms/sample, failed {p[side]['failed_samples']}"
+                    )
             if "ratio_textdet_over_mindocr" in p:
                 r = p["ratio_textdet_over_mindocr"]
-                log(f"   ratio textdet/MindOCR {r['median']:.2f}x (min {r['min']:.2f}, max {r['max']:.2f}); "
-                    f"loadavg {p['loadavg_before']} -> {p['loadavg_after']}")
+                log(
+                    f"   ratio textdet/MindOCR {r['median']:.2f}x (min {r['min']:.2f}, max {r['max']:.2f}); "
+                    f"loadavg {p['loadavg_before']} -> {p['loadavg_after']}"
+                )
         except Exception as err:
             result["pipeline"] = fail("a (pipeline)", err)
     pp = None
@@ -923,11 +1034,17 @@ def main(argv: list[str] | None = None) -> int:
             pp = bench_postprocess(args, mo, cfg, val)
             result["postprocess"] = {k: v for k, v in pp.items() if not k.startswith("_")}
             for name, e in pp["sets"].items():
-                log(f"   '{name}' ({e['maps']} maps): textdet {e['ms_per_map_textdet']['median']:.2f} ms/map"
-                    + (f", MindOCR {e['ms_per_map_mindocr']['median']:.2f} ms/map, ratio "
-                       f"{e['ratio_textdet_over_mindocr']['median']:.2f}x; boxes MindOCR {e['boxes_mindocr']} / "
-                       f"textdet {e['boxes_textdet']}, same count per map: {e['same_box_count_per_map']}, "
-                       f"max vertex diff {fmt(e['max_vertex_diff_px'])} px" if "ms_per_map_mindocr" in e else ""))
+                log(
+                    f"   '{name}' ({e['maps']} maps): textdet {e['ms_per_map_textdet']['median']:.2f} ms/map"
+                    + (
+                        f", MindOCR {e['ms_per_map_mindocr']['median']:.2f} ms/map, ratio "
+                        f"{e['ratio_textdet_over_mindocr']['median']:.2f}x; boxes MindOCR {e['boxes_mindocr']} / "
+                        f"textdet {e['boxes_textdet']}, same count per map: {e['same_box_count_per_map']}, "
+                        f"max vertex diff {fmt(e['max_vertex_diff_px'])} px"
+                        if "ms_per_map_mindocr" in e
+                        else ""
+                    )
+                )
         except Exception as err:
             result["postprocess"] = fail("c (post-processing)", err)
     if "d" in parts:
@@ -935,20 +1052,34 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if pp is None and "c" not in parts:
                 try:
-                    pp = bench_postprocess(argparse.Namespace(**{**vars(args), "pp_rounds": 1, "maps": None,
-                                                                 "save_maps": None}), mo, cfg, val)
+                    pp = bench_postprocess(
+                        argparse.Namespace(**{**vars(args), "pp_rounds": 1, "maps": None, "save_maps": None}),
+                        mo,
+                        cfg,
+                        val,
+                    )
                 except Exception:
                     pp = None
             result["metric"] = bench_metric(args, mo, val, pp)
             for name, e in result["metric"]["cases"].items():
-                log(f"   '{name}': textdet {e['textdet']}" + (f"\n   {'':>{len(name) + 2}}  MindOCR {e['mindocr']} "
-                                                             f"identical: {e['identical']}" if "mindocr" in e else ""))
+                log(
+                    f"   '{name}': textdet {e['textdet']}"
+                    + (
+                        f"\n   {'':>{len(name) + 2}}  MindOCR {e['mindocr']} identical: {e['identical']}"
+                        if "mindocr" in e
+                        else ""
+                    )
+                )
             e = result["metric"]["duplicate_case"]
-            log(f"   duplicate case (1 GT, 2 detections): textdet {e['textdet']}"
-                + (f"; MindOCR {e['mindocr']}" if "mindocr" in e else ""))
+            log(
+                f"   duplicate case (1 GT, 2 detections): textdet {e['textdet']}"
+                + (f"; MindOCR {e['mindocr']}" if "mindocr" in e else "")
+            )
             e = result["metric"]["self_intersecting_case"]
-            log(f"   self-intersecting detection: textdet {e['textdet']}"
-                + (f"; MindOCR {e['mindocr']}" if "mindocr" in e else ""))
+            log(
+                f"   self-intersecting detection: textdet {e['textdet']}"
+                + (f"; MindOCR {e['mindocr']}" if "mindocr" in e else "")
+            )
         except Exception as err:
             result["metric"] = fail("d (metric)", err)
     result["loadavg_end"] = loadavg()

@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 import pytest
-from conftest import RECIPE, tiny_overrides
 
+from conftest import RECIPE, tiny_overrides
 from textdet import bench
 from textdet.errors import TextdetError
 
@@ -66,7 +66,7 @@ def test_model_amp_level(capsys, opts):
 
 def test_train_keys_and_no_run_folder(capsys, opts, tmp_path):
     """Runs the real Trainer's steps but writes nothing into train.ckpt_save_dir."""
-    r = run_json(capsys, "train", opts, "--n", "2", "--warmup", "1")
+    r = run_json(capsys, "train", opts, "--n", "2", "--warmup", "0")
     assert positive(r["img_per_s"]) and positive(r["step_ms"])
     assert 0.0 <= r["data_wait_share"] <= 1.0
     assert r["steps"] == 2 and r["batch_size"] == 2

@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import RECIPE, tiny_overrides
 
+from conftest import RECIPE, tiny_overrides
 from textdet.cli import main
 from textdet.config import load_config
 from textdet.engine.trainer import Trainer
@@ -145,7 +145,7 @@ def test_gradient_accumulation_matches_big_batch(synth_root, tmp_path):
     acc.train_step(batch, sync=False)
     acc.train_step(batch, sync=True)
     acc.optimizer_step()
-    for (name, p), q in zip(big.model.named_parameters(), acc.model.parameters()):
+    for (name, p), q in zip(big.model.named_parameters(), acc.model.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6, msg=name)
     assert big.global_step == acc.global_step == 1
 

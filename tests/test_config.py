@@ -136,7 +136,7 @@ def test_component_kwargs_checked_against_constructor():
     check_kwargs(Thing, {"box_thresh": 1, "max_candidates": 5}, "postprocess")
     with pytest.raises(ConfigError, match="unknown parameter 'box_tresh'; did you mean 'box_thresh'"):
         check_kwargs(Thing, {"box_tresh": 0.5}, "postprocess")
-    with pytest.raises(ConfigError, match="'use_dilation' expects a bool"):
+    with pytest.raises(ConfigError, match="'use_dilation' expects bool"):
         check_kwargs(Thing, {"use_dilation": "yes"}, "postprocess")
     with pytest.raises(ConfigError, match="valid: A, B"):
         lookup({"A": 1, "B": 2}, "C", "loss.name", "loss")

@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from conftest import RECIPE, tiny_overrides
 
+from conftest import RECIPE, tiny_overrides
 from textdet.cli import main
 from textdet.config import load_config
 from textdet.data.dataset import DetDataset, build_loader

@@ -116,7 +116,7 @@ def test_unknown_transform_lists_valid_names_and_closest():
         build_transforms(["DecodeImage", {"RandomCropWithBox": {"p": 1.0}}])
     msg = str(err.value)
     assert "transform_pipeline[1]" in msg and "'RandomCropWithBox'" in msg
-    assert "Did you mean 'RandomCropWithBBox'?" in msg
+    assert "did you mean 'RandomCropWithBBox'?" in msg
     assert all(name in msg for name in TRANSFORMS)
 
 

@@ -171,7 +171,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         print("start-up so far (seconds since process start):\n" + startup.table())
         print("dry run: config, data and model are valid; no step was taken")
         return 0
-    trainer.fit()
+    try:
+        trainer.fit()
+    finally:
+        from textdet.engine.distributed import cleanup
+
+        cleanup()
     return 0
 
 

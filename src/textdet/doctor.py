@@ -41,9 +41,11 @@ def run_doctor() -> int:
                  " -> bf16 autocast (O1/O2) is emulated here and usually slower than fp32 on this CPU"))
     hub = os.path.join(torch.hub.get_dir(), "checkpoints")
     found = sorted(f for f in os.listdir(hub) if f.startswith(("resnet", "mobilenet"))) if os.path.isdir(hub) else []
-    print(f"weights       {hub}: {', '.join(found) if found else 'no ImageNet backbones (pretrained: True will fail; '}"
-          + ("" if found else "copy torchvision's resnet50-0676ba61.pth there or use -o model.backbone.pretrained=false)"))
-    for mod, why in (("onnx", "textdet export"), ("onnxruntime", "--onnx inference"), ("tensorboard", "TensorBoard logs")):
+    fix = ("no ImageNet backbones (pretrained: True will fail; copy torchvision's resnet50-0676ba61.pth there "
+           "or use -o model.backbone.pretrained=false)")
+    print(f"weights       {hub}: {', '.join(found) if found else fix}")
+    optional = (("onnx", "textdet export"), ("onnxruntime", "--onnx inference"), ("tensorboard", "TensorBoard logs"))
+    for mod, why in optional:
         v = _version(mod)
         print(f"{mod:<13} {v or 'not installed (optional: ' + why + ')'}")
     print("doctor: " + ("all required pieces present" if not problems else f"{problems} required package(s) missing"))

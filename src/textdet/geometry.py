@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyclipper
 
+
 def polygon_area(poly: np.ndarray) -> float:
     """Unsigned area of a simple polygon (shoelace formula)."""
     p = np.asarray(poly, dtype=np.float64).reshape(-1, 2)

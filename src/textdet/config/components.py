@@ -1,18 +1,28 @@
-"""Check a component spec (``{name: ..., **kwargs}``) against the class it names, before building.
+"""Build a component from its spec (``name`` + keyword arguments), checked against the class it names.
 
 Component sections (backbone, neck, head, loss, postprocess, metric, transform entries) are the
 constructor arguments of a class, so the constructor signature is the schema: unknown keys get the
-closest valid name and values of the wrong type are rejected with the key path and YAML line.
+closest valid name and values of the wrong type are rejected with the key path before anything is
+built. Every ``build_*`` in the package goes through here, so all of them report errors alike.
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from textdet.errors import ConfigError
+
+# Annotation names (as written under `from __future__ import annotations`) and what they accept.
+_SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
+    "bool": (bool,),
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "None": (type(None),),
+}
 
 
 def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
@@ -24,37 +34,64 @@ def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
     raise ConfigError(f"{where}: unknown {kind} '{name}'{hint} (valid: {', '.join(table)})")
 
 
-def check_kwargs(fn: Callable, kwargs: Mapping[str, Any], where: str, ignore: tuple[str, ...] = ()) -> None:
-    """Raise ConfigError for keyword arguments ``fn`` does not take or whose type clashes with its default."""
+def check_kwargs(fn: Callable, kwargs: Mapping[str, Any], where: str, injected: tuple[str, ...] = ()) -> None:
+    """Raise ConfigError for keyword arguments ``fn`` does not take or whose type clashes with its signature.
+
+    ``injected`` names arguments the caller supplies itself (e.g. a neck's ``in_channels``, taken
+    from the backbone); setting them in the config is an error.
+    """
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    valid = [n for n, p in params.items() if n != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    valid = [n for n, p in params.items()
+             if n != "self" and n not in injected and p.kind is not inspect.Parameter.VAR_POSITIONAL]
     for key, value in kwargs.items():
-        if key in ignore:
-            continue
+        if key in injected:
+            raise ConfigError(f"{where}: '{key}' is set from the previous stage; remove it from the config")
         if key not in valid:
             close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"{where}: unknown parameter '{key}'{hint} (valid: {', '.join(valid)})")
-        default = params[key].default
-        if not _compatible(value, default):
-            raise ConfigError(
-                f"{where}: parameter '{key}' expects a {type(default).__name__} like {default!r}, got {value!r}"
-            )
+            raise ConfigError(f"{where}: unknown parameter '{key}'{hint} (valid: {', '.join(valid) or 'none'})")
+        expected = _expected_types(params[key])
+        if expected and not _matches(value, expected):
+            names = " or ".join(t.__name__ for t in expected)
+            raise ConfigError(f"{where}: parameter '{key}' expects {names}, got {value!r}")
 
 
-def _compatible(value: Any, default: Any) -> bool:
-    if default is inspect.Parameter.empty or default is None or value is None:
-        return True
+def build_component(table: Mapping[str, Callable], name: Any, kwargs: Mapping[str, Any], where: str, kind: str,
+                    **injected: Any) -> Any:
+    """``table[name](**injected, **kwargs)`` after the checks above; constructor errors become ConfigErrors."""
+    factory = lookup(table, name, f"{where}.name" if kind != "transform" else where, kind)
+    check_kwargs(factory, kwargs, f"{where} ({name})", tuple(injected))
+    try:
+        return factory(**injected, **kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where} ({name}): {e}") from e
+
+
+def _expected_types(param: inspect.Parameter) -> tuple[type, ...]:
+    """Types a parameter accepts, from a simple annotation (``float``, ``int | None``) or its default."""
+    ann = param.annotation
+    if isinstance(ann, str):
+        parts = [p.strip() for p in ann.split("|")]
+        if all(p in _SIMPLE_TYPES for p in parts):
+            return tuple(t for p in parts for t in _SIMPLE_TYPES[p])
+        return ()  # anything richer (sequences, unions with classes): the constructor validates
+    default = param.default
     if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, (int, float)):
-        if isinstance(value, bool):
-            return False
-        if isinstance(value, (int, float)):
-            return isinstance(default, float) or float(value).is_integer()
-        return False
-    if isinstance(default, str):
-        return isinstance(value, (str, list, tuple, int, float))  # e.g. mean: imagenet | [..]
-    return True
+        return (bool,)
+    if isinstance(default, float):
+        return (int, float)
+    if isinstance(default, int):
+        return (int,)
+    return ()
+
+
+def _matches(value: Any, expected: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in expected
+    if isinstance(value, float) and int in expected and float not in expected:
+        return value.is_integer()
+    return isinstance(value, expected)

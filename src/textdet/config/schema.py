@@ -10,7 +10,7 @@ here: their keys are the constructor arguments of the class they name, checked w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 
 @dataclass
@@ -26,7 +26,7 @@ class SystemConfig:
     val_while_train: bool = False
     val_start_epoch: int = 1
     val_interval: int = 1
-    ckpt_save_policy: Optional[str] = "top_k"
+    ckpt_save_policy: str | None = "top_k"
     ckpt_max_keep: int = 10
     drop_overflow_update: bool = False
     refine_batch_size: bool = True
@@ -35,13 +35,13 @@ class SystemConfig:
 @dataclass
 class ModelConfig:
     type: str = "det"
-    transform: Optional[Any] = None
-    name: Optional[str] = None  # a preset, e.g. dbnet_resnet50 (fills backbone/neck/head)
+    transform: Any | None = None
+    name: str | None = None  # a preset, e.g. dbnet_resnet50 (fills backbone/neck/head)
     backbone: dict = field(default_factory=dict)
     neck: dict = field(default_factory=dict)
     head: dict = field(default_factory=dict)
-    resume: Union[bool, str] = False
-    pretrained: Union[bool, str, None] = None
+    resume: bool | str = False
+    pretrained: bool | str | None = None
 
 
 @dataclass
@@ -70,9 +70,9 @@ class OptimizerConfig:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
-    lr: Optional[float] = None  # MindOCR takes the LR from the scheduler; a value here is ignored
+    lr: float | None = None  # MindOCR takes the LR from the scheduler; a value here is ignored
     loss_scale: float = 1.0
-    grouping_strategy: Optional[str] = None
+    grouping_strategy: str | None = None
     no_weight_decay_params: list = field(default_factory=list)
 
 
@@ -89,9 +89,9 @@ class DatasetConfig:
     type: str = "DetDataset"
     dataset_root: str = ""
     data_dir: str = ""
-    label_file: Union[str, list, None] = None
+    label_file: str | list | None = None
     sample_ratio: float = 1.0
-    shuffle: Optional[bool] = None
+    shuffle: bool | None = None
     transform_pipeline: list = field(default_factory=list)
     output_columns: list = field(default_factory=list)
     net_input_column_index: list = field(default_factory=lambda: [0])
@@ -121,24 +121,24 @@ class TrainConfig:
     clip_norm: float = 1.0
     ema: bool = False
     ema_decay: float = 0.9999
-    pred_cast_fp32: Optional[bool] = None
-    max_call_depth: Optional[int] = None
+    pred_cast_fp32: bool | None = None
+    max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
 
 
 @dataclass
 class EvalConfig:
-    ckpt_load_path: Optional[str] = None
+    ckpt_load_path: str | None = None
     dataset_sink_mode: bool = False
-    pred_cast_fp32: Optional[bool] = None
+    pred_cast_fp32: bool | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
 
 
 @dataclass
 class PredictConfig:
-    ckpt_load_path: Optional[str] = None
+    ckpt_load_path: str | None = None
     output_save_dir: str = "./predict_out"
     dataset: dict = field(default_factory=dict)
     loader: dict = field(default_factory=dict)

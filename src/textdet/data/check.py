@@ -38,7 +38,7 @@ def overlay(sample: dict) -> np.ndarray:
     h, w = img.shape[:2]
     vis = cv2.cvtColor(img, cv2.COLOR_RGB2BGR)
     tags = np.asarray(sample.get("ignore_tags", np.zeros(len(sample.get("polys", [])), bool)))
-    for poly, ignored in zip(sample.get("polys", []), tags):
+    for poly, ignored in zip(sample.get("polys", []), tags, strict=False):
         colour = (0, 0, 255) if ignored else (0, 200, 0)
         cv2.polylines(vis, [np.round(poly).astype(np.int32)], True, colour, 1, cv2.LINE_AA)
 
@@ -57,7 +57,7 @@ def overlay(sample: dict) -> np.ndarray:
         masks[..., 1] = np.asarray(sample["thresh_mask"]).reshape(h, w) * 255
     labels = ("image + polygons", "binary_map", "thresh_map", "red: mask=0, green: thresh_mask")
     panels = [vis, binary, thresh, masks]
-    for p, text in zip(panels, labels):
+    for p, text in zip(panels, labels, strict=True):
         cv2.putText(p, text, (5, 15), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
     return np.vstack([np.hstack(panels[:2]), np.hstack(panels[2:])])
 

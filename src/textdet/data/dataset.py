@@ -81,7 +81,8 @@ class DetDataset(Dataset):
             else:
                 self.problems.append(Problem(r.label_file, r.line_no, f"image not found: {r.rel_path}", "error"))
         if not self.records:
-            raise DataError(f"no usable samples in {', '.join(files)} under {image_dir} ({len(self.problems)} problems)")
+            raise DataError(f"no usable samples in {', '.join(files)} under {image_dir} "
+                            f"({len(self.problems)} problems; run `textdet check-data -c CFG` to list them)")
         self.image_dir = image_dir
         self.transform = transform
         self.output_columns = list(output_columns)

@@ -8,8 +8,6 @@ straight into the crop. The sequential classes stay the reference implementation
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from textdet.config.components import build_component
 from textdet.data.targets import BorderMap, ShrinkBinaryMap
 from textdet.data.transforms import (
     DecodeImage,
@@ -211,33 +210,10 @@ def _split_entry(entry: Any, index: int) -> tuple[str, dict]:
     return name, params
 
 
-def _check_param_names(name: str, cls: type, params: dict, index: int) -> None:
-    sig = inspect.signature(cls)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
-        return
-    valid = [p for p in sig.parameters if p != "self"]
-    for key in params:
-        if key not in valid:
-            close = difflib.get_close_matches(str(key), valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"transform_pipeline[{index}] {name}: unknown parameter {key!r}{hint}; "
-                              f"valid parameters: {', '.join(valid) or 'none'}")
-
-
 def build_transform(entry: dict | str, index: int = 0) -> Transform:
     """Build one transform from a config entry; errors name the entry, transform and parameter."""
     name, params = _split_entry(entry, index)
-    cls = TRANSFORMS.get(name)
-    if cls is None:
-        close = difflib.get_close_matches(name, list(TRANSFORMS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"transform_pipeline[{index}]: unknown transform {name!r}.{hint} "
-                          f"Valid names: {', '.join(TRANSFORMS)}")
-    _check_param_names(name, cls, params, index)
-    try:
-        return cls(**params)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"transform_pipeline[{index}] {name}: {err}") from err
+    return build_component(TRANSFORMS, name, params, f"transform_pipeline[{index}]", "transform")
 
 
 def build_transforms(pipeline: list[dict | str], fuse: bool = True) -> Compose:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -20,10 +20,10 @@ from textdet.data.dataset import DetDataset, build_loader
 from textdet.data.pipeline import Compose, build_transforms
 from textdet.data.transforms import NormalizeImage, ToCHWImage
 from textdet.errors import ConfigError
-from textdet.loss import LOSSES
-from textdet.metrics import METRICS
+from textdet.loss import build_loss
+from textdet.metrics import build_metric
 from textdet.models import BACKBONES, HEADS, NECKS, build_model
-from textdet.postprocess import POSTPROCESSES
+from textdet.postprocess import build_postprocess
 
 # MindOCR's named model presets (models/det_dbnet.py), used when `model.name` is set.
 _FPN = {"name": "DBFPN", "out_channels": 256, "bias": False}
@@ -59,17 +59,6 @@ def located(cfg: Config, key: str) -> Iterator[None]:
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {key}: {msg}") from None
 
 
-def _component(cfg: Config, key: str, spec: dict, table: dict, kind: str) -> tuple[Any, dict]:
-    """Split ``{name: X, **kwargs}``, look X up and check the kwargs against its constructor."""
-    if not isinstance(spec, dict) or "name" not in spec:
-        raise ConfigError(f"{key}: expected a mapping with 'name' (one of {', '.join(table)}), got {spec!r}")
-    kwargs = {k: v for k, v in spec.items() if k != "name"}
-    with located(cfg, key):
-        cls = lookup(table, spec["name"], key, kind)
-        check_kwargs(cls, kwargs, key)
-    return cls, kwargs
-
-
 def model_specs(cfg: Config) -> dict[str, dict]:
     """backbone/neck/head specs, from `model.name` presets overlaid by explicit sections."""
     specs = {"backbone": {}, "neck": {}, "head": {}}
@@ -89,7 +78,11 @@ def check_model_specs(cfg: Config) -> dict[str, dict]:
     """Names and keyword arguments of backbone/neck/head, checked without building anything."""
     specs = model_specs(cfg)
     for part, table in (("backbone", BACKBONES), ("neck", NECKS), ("head", HEADS)):
-        _component(cfg, f"model.{part}", specs[part], table, part)
+        with located(cfg, f"model.{part}"):
+            name = specs[part].get("name")
+            kwargs = {k: v for k, v in specs[part].items() if k != "name"}
+            check_kwargs(lookup(table, name, f"model.{part}.name", part), kwargs, f"model.{part} ({name})",
+                         injected=("in_channels",) if part != "backbone" else ())
     return specs
 
 
@@ -115,19 +108,23 @@ def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None
         return build_model(specs["backbone"], specs["neck"], specs["head"], pretrained=pretrained)
 
 
+def _section(cfg: Config, key: str, build: Callable[..., Any]) -> Any:
+    """Build a ``{name: ..., **kwargs}`` section with errors located at its YAML line."""
+    spec = dict(getattr(cfg, key))
+    with located(cfg, key):
+        return build(spec.pop("name", None), **spec)
+
+
 def build_loss_from_config(cfg: Config) -> nn.Module:
-    cls, kwargs = _component(cfg, "loss", cfg.loss, LOSSES, "loss")
-    return cls(**kwargs)
+    return _section(cfg, "loss", build_loss)
 
 
 def build_postprocess_from_config(cfg: Config):
-    cls, kwargs = _component(cfg, "postprocess", cfg.postprocess, POSTPROCESSES, "postprocess")
-    return cls(**kwargs)
+    return _section(cfg, "postprocess", build_postprocess)
 
 
 def build_metric_from_config(cfg: Config):
-    cls, kwargs = _component(cfg, "metric", cfg.metric, METRICS, "metric")
-    return cls(**kwargs)
+    return _section(cfg, "metric", build_metric)
 
 
 def main_indicator(cfg: Config) -> str:

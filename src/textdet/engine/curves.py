@@ -43,7 +43,7 @@ def _panel(records: list[dict], keys: tuple[str, ...], title: str, w: int = 480,
     for text, yv in ((f"{hi_y:.3g}", y0 + 5), (f"{lo_y:.3g}", y1)):
         cv2.putText(img, text, (2, yv), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (80, 80, 80), 1, cv2.LINE_AA)
     cv2.putText(img, f"epoch {lo_x}..{hi_x}", (x0, h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (80, 80, 80), 1)
-    for s, key, colour in zip(series, keys, _COLOURS):
+    for s, key, colour in zip(series, keys, _COLOURS, strict=False):
         if not s:
             continue
         poly = np.array([[x0 + (x - lo_x) / (hi_x - lo_x) * (x1 - x0), y1 - (y - lo_y) / (hi_y - lo_y) * (y1 - y0)]

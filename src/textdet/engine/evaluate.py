@@ -35,7 +35,8 @@ def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
     if not path:
         raise ConfigError("no checkpoint to evaluate: pass --ckpt PATH or set eval.ckpt_load_path")
     if not os.path.isfile(path):
-        src = "--ckpt" if ckpt else f"eval.ckpt_load_path ({getattr(cfg, 'meta', None) and cfg.meta.where('eval.ckpt_load_path')})"
+        meta = getattr(cfg, "meta", None)
+        src = "--ckpt" if ckpt else f"eval.ckpt_load_path at {meta.where('eval.ckpt_load_path') if meta else '?'}"
         raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
     return path
 

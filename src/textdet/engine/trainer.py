@@ -20,7 +20,6 @@ from torch import nn
 
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
-from textdet.errors import ConfigError
 from textdet.engine import build, distributed
 from textdet.engine.amp import LossScaler, amp_settings, apply_o3
 from textdet.engine.checkpoint import (
@@ -39,6 +38,7 @@ from textdet.engine.optim import build_optimizer
 from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer
+from textdet.errors import ConfigError
 from textdet.models import count_parameters
 
 logger = logging.getLogger("textdet")
@@ -82,8 +82,9 @@ class EpochStats:
     def summary(self) -> dict[str, float]:
         elapsed = time.perf_counter() - self.start
         out = {k: float(v) / max(self.steps, 1) for k, v in self.terms.items()}
-        out.update(time=elapsed, step_ms=1000 * elapsed / max(self.steps, 1), img_per_s=self.images / max(elapsed, 1e-9),
-                   data_wait_s=self.wait, data_wait_share=self.wait / max(elapsed, 1e-9),
+        out.update(time=elapsed, step_ms=1000 * elapsed / max(self.steps, 1),
+                   img_per_s=self.images / max(elapsed, 1e-9), data_wait_s=self.wait,
+                   data_wait_share=self.wait / max(elapsed, 1e-9),
                    compute_s=max(elapsed - self.wait, 0.0))
         return out
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from textdet.errors import ConfigError
+from textdet.config.components import build_component
 from textdet.metrics.det_metric import DetMetric, evaluate_image, to_polygon
 from textdet.metrics.icdar_io import evaluate_files, load_gt, load_preds
 
@@ -18,17 +17,7 @@ def build_metric(name: str, **kwargs: Any) -> DetMetric:
     Raises:
         ConfigError: unknown name (lists the valid ones), a keyword the class does not take, or a bad value.
     """
-    if name not in METRICS:
-        raise ConfigError(f"metric.name: unknown metric {name!r}; valid names: {sorted(METRICS)}")
-    cls = METRICS[name]
-    params = [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
-    unknown = sorted(k for k in kwargs if k not in params)
-    if unknown:
-        raise ConfigError(f"metric: {name} does not take {unknown}; valid keys: {sorted(params)}")
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"metric: {name}: {e}") from e
+    return build_component(METRICS, name, kwargs, "metric", "metric")
 
 
 __all__ = [

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -12,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from textdet.config.components import build_component
 from textdet.errors import ConfigError
 from textdet.models.fpn import DBFPN
 from textdet.models.head import DBHead
@@ -89,30 +88,10 @@ class DBNet(nn.Module):
 
 def _build_component(kind: str, table: Mapping[str, Callable[..., nn.Module]], spec: Any, **injected: Any) -> nn.Module:
     """``table[spec["name"]](**injected, **rest_of_spec)`` with ConfigErrors naming ``model.<kind>``."""
-    where = f"model.{kind}"
     if not isinstance(spec, Mapping) or "name" not in spec:
-        raise ConfigError(f"{where}: needs a 'name' (one of: {', '.join(table)}), got {spec!r}")
-    name = spec["name"]
-    if name not in table:
-        close = difflib.get_close_matches(str(name), list(table), n=1, cutoff=0.5)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"{where}.name: unknown {kind} '{name}'{hint} (valid: {', '.join(table)})")
-    factory = table[name]
+        raise ConfigError(f"model.{kind}: needs a 'name' (one of: {', '.join(table)}), got {spec!r}")
     kwargs = {k: v for k, v in spec.items() if k != "name"}
-    params = [p for p in inspect.signature(factory).parameters if p not in injected]
-    for key in kwargs:
-        if key in injected:
-            raise ConfigError(f"{where} ({name}): '{key}' is set from the previous stage; remove it from the config")
-        if key not in params:
-            close = difflib.get_close_matches(str(key), params, n=1, cutoff=0.6)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"{where} ({name}): unknown parameter '{key}'{hint} (valid: {', '.join(params)})")
-    try:
-        return factory(**injected, **kwargs)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where} ({name}): {exc}") from exc
+    return build_component(table, spec["name"], kwargs, f"model.{kind}", kind, **injected)
 
 
 def build_model(

@@ -1,0 +1,119 @@
+"""Engine overhead: a textdet training step against a bare PyTorch loop, same model, loss and batch.
+
+Run: ``python benchmarks/bench_engine_overhead.py [--rounds 7] [--steps 3] [--width 64] [--size 256] [--batch 4]``
+
+textdet's step is ``Trainer.train_step`` + ``Trainer.optimizer_step`` (autocast context, loss
+scaler, accumulation bookkeeping, overflow check, LR schedule, zero_grad) on a device batch prepared
+once. The bare loop is ``model(x) -> DBLoss -> backward -> SGD.step -> zero_grad`` on the same
+model object and batch, with an SGD of the same hyperparameters. A third arm repeats the bare loop
+(A/A): its difference from the first bare arm is the noise floor of this run. The arms alternate
+within each round (the order rotates between rounds), so load from other processes hits all three;
+the figures are medians over all timed steps. A script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import tempfile
+import time
+
+import torch
+
+import textdet
+from textdet.config import load_config
+from textdet.data.synth import generate_dataset
+from textdet.engine.trainer import Trainer
+
+RECIPE = os.path.join(os.path.dirname(textdet.__file__), "recipes", "synthetic_dbnet_r18.yaml")
+
+
+def build_trainer(root: str, run_dir: str, width: int, size: int, batch: int) -> Trainer:
+    """The built-in recipe's DBNet-R18 at ``width`` with SGD (momentum 0.9, wd 1e-4, no bias/BN filter)."""
+    opts = {
+        "train.dataset.dataset_root": root,
+        "train.ckpt_save_dir": run_dir,
+        "model.backbone.width": width,
+        "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size": f"[{size}, {size}]",
+        "train.loader.batch_size": batch,
+        "train.loader.num_workers": 0,
+        "system.val_while_train": False,
+        "optimizer.opt": "SGD",
+        "optimizer.momentum": 0.9,
+        "optimizer.weight_decay": 1.0e-4,
+        "optimizer.filter_bias_and_bn": False,
+    }
+    cfg = load_config(RECIPE, [f"{k}={v}" for k, v in opts.items()])
+    trainer = Trainer(cfg, device="cpu", progress=False, dry_run=True)  # dry_run: no run folder is written
+    logging.getLogger("textdet").setLevel(logging.WARNING)
+    return trainer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per arm per round")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per arm first")
+    parser.add_argument("--width", type=int, default=64)
+    parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=4)
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    tmp = tempfile.mkdtemp(prefix="textdet_overhead_")
+    root = os.path.join(tmp, "synth")
+    generate_dataset(root, n_train=max(args.batch, 4), n_val=0, seed=0, size=(args.size, args.size), progress=False)
+    trainer = build_trainer(root, os.path.join(tmp, "run"), args.width, args.size, args.batch)
+    model, loss_fn = trainer.model, trainer.loss_fn
+    batch = trainer.feed(next(iter(trainer.train_loader)))
+    targets = {k: batch[k] for k in ("binary_map", "mask", "thresh_map", "thresh_mask")}
+    x = batch["image"]
+    group = trainer.optimizer.param_groups[0]
+    bare_opt = torch.optim.SGD(model.parameters(), lr=group["lr"], momentum=group["momentum"],
+                               weight_decay=group["weight_decay"])
+    model.train()
+
+    def textdet_step() -> None:
+        trainer.train_step(batch, sync=True)
+        trainer.optimizer_step()
+
+    def bare_step() -> None:
+        loss_fn(model(x), **targets)["loss"].backward()
+        bare_opt.step()
+        bare_opt.zero_grad(set_to_none=True)
+
+    arms = {"textdet": textdet_step, "bare": bare_step, "bare (A/A)": bare_step}
+    times: dict[str, list[float]] = {k: [] for k in arms}
+    round_ratios = []
+    for fn in arms.values():
+        for _ in range(args.warmup):
+            fn()
+    for r in range(args.rounds):
+        names = list(arms)
+        names = names[r % 3:] + names[:r % 3]
+        per_round = {}
+        for name in names:
+            ts = []
+            for _ in range(args.steps):
+                start = time.perf_counter()
+                arms[name]()
+                ts.append(time.perf_counter() - start)
+            times[name] += ts
+            per_round[name] = statistics.median(ts)
+        round_ratios.append(per_round["textdet"] / per_round["bare"])
+    med = {k: 1000 * statistics.median(v) for k, v in times.items()}
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"DBNet-R18 width {args.width} ({n_params / 1e6:.1f} M params), {args.batch}x3x{args.size}x{args.size}, "
+          f"CPU, {torch.get_num_threads()} threads, {args.rounds} rounds x {args.steps} steps per arm")
+    for name, ms in med.items():
+        q = statistics.quantiles(times[name], n=4)
+        print(f"  {name:<11} {ms:8.1f} ms/step (median; IQR {1000 * q[0]:.1f}-{1000 * q[2]:.1f})")
+    print(f"  overhead textdet vs bare: {100 * (med['textdet'] / med['bare'] - 1):+.2f}% (medians), "
+          f"{100 * (statistics.median(round_ratios) - 1):+.2f}% (median of per-round ratios)")
+    print(f"  noise floor, bare vs bare (A/A): {100 * (med['bare (A/A)'] / med['bare'] - 1):+.2f}%")
+    print(f"  load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
