@@ -234,8 +234,37 @@ def contiguous_handoff(sample: dict, columns: list[str]) -> tuple:
 
 
 # ----------------------------------------------------------------------------- (a)+(b) pipeline
+def device_normalize_ms(norm: dict | None, batch: int = 8, size: tuple[int, int] = (640, 640),
+                        reps: int = 30) -> dict:
+    """ms per sample of ``DeviceInput.images`` (uint8 NHWC -> normalised float NCHW) on a CPU batch.
+
+    This is the work that ``split_device_normalize`` moves out of the loader workers; on a GPU it runs
+    on the device, here it is timed on the CPU (one core when pinned) as an upper bound.
+    """
+    import torch
+
+    from textdet.engine.feed import DeviceInput
+
+    if norm is None:
+        return {"error": "the pipeline does not end with NormalizeImage + ToCHWImage; nothing moved"}
+    if len(os.sched_getaffinity(0)) == 1:
+        torch.set_num_threads(1)  # pinned: one core, like the rest of (a)
+    feed = DeviceInput(torch.device("cpu"), norm)
+    x = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (batch, *size, 3), dtype=np.uint8))
+    ms = _best_ms(lambda: feed.images(x), reps)
+    return {"batch": batch, "size": list(size), "torch_threads": torch.get_num_threads(),
+            "ms_per_batch": ms, "ms_per_sample": ms / batch}
+
+
 def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples: list[dict]) -> dict:
+    """(a): MindOCR's pipeline vs textdet's *training worker* pipeline, i.e. what a loader worker runs:
+    ``split_device_normalize(build_transforms(pipeline, fuse=True))`` (a trailing NormalizeImage +
+    ToCHWImage moves to the device, where ``DeviceInput`` normalises whole uint8 batches). That device
+    step is timed separately on a CPU batch (``device_normalize``), and the full textdet pipeline with
+    NormalizeImage + ToCHWImage in the worker ("textdet-full", the figure reported before 2026-12-02)
+    and the sequential reference ("textdet-sequential") are timed in the same interleaved rounds."""
     from textdet.data.pipeline import build_transforms
+    from textdet.engine.build import split_device_normalize
 
     pipeline = cfg["train"]["dataset"]["transform_pipeline"]
     columns = list(cfg["train"]["dataset"].get("output_columns") or ["image"])
@@ -248,9 +277,11 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
     sides: dict[str, Any] = {}
     errors: dict[str, int] = {}
 
-    ours = build_transforms(copy.deepcopy(pipeline), fuse=True)
+    ours, norm = split_device_normalize(build_transforms(copy.deepcopy(pipeline), fuse=True))
+    ours_full = build_transforms(copy.deepcopy(pipeline), fuse=True)
     ours_seq = build_transforms(copy.deepcopy(pipeline), fuse=False)
-    rng_ours, rng_seq = np.random.default_rng(args.seed), np.random.default_rng(args.seed)
+    res["device_normalize_params"] = norm
+    rngs = {k: np.random.default_rng(args.seed) for k in ("textdet", "textdet-full", "textdet-sequential")}
 
     def run_side(name: str, fn: Any) -> None:
         for _ in range(args.passes):
@@ -262,8 +293,10 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
                     if errors[name] == 1:
                         log(f"   {name}: a sample failed ({type(err).__name__}: {err}); counting and going on")
 
-    sides["textdet"] = lambda: run_side("textdet", lambda s: ours(s, rng_ours))
-    sides["textdet-sequential"] = lambda: run_side("textdet-sequential", lambda s: ours_seq(s, rng_seq))
+    sides["textdet"] = lambda: run_side("textdet", lambda s: ours(s, rngs["textdet"]))
+    sides["textdet-full"] = lambda: run_side("textdet-full", lambda s: ours_full(s, rngs["textdet-full"]))
+    sides["textdet-sequential"] = lambda: run_side(
+        "textdet-sequential", lambda s: ours_seq(s, rngs["textdet-sequential"]))
     if mo is not None:
         # MindOCR: exactly DetDataset's construction (create_transforms with its global_config)
         ms_transforms = mo["create_transforms"](copy.deepcopy(pipeline), {"is_train": True, "use_minddata": False})
@@ -273,7 +306,8 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
         sides["mindocr"] = lambda: run_side("mindocr", lambda s: run_transforms(s, ms_transforms))
         res["mindocr_transforms"] = [type(t).__name__ for t in ms_transforms]
     res["textdet_transforms"] = [type(t).__name__ for t in ours.transforms]
-    order = [n for n in ("mindocr", "textdet", "textdet-sequential") if n in sides]
+    res["textdet_full_transforms"] = [type(t).__name__ for t in ours_full.transforms]
+    order = [n for n in ("mindocr", "textdet", "textdet-full", "textdet-sequential") if n in sides]
 
     # warm-up: every side sees every image once (file cache, lazy imports, allocator)
     saved = args.passes
@@ -294,11 +328,19 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
             "ms_per_sample": 1000.0 / statistics.median(sps),
             "failed_samples": errors.get(n, 0),
         }
+    try:
+        res["device_normalize"] = device_normalize_ms(norm)
+    except Exception as err:
+        res["device_normalize"] = fail("a (device normalise)", err)
     if "mindocr" in times:
-        ratios = [tm / tt for tm, tt in zip(times["mindocr"], times["textdet"], strict=True)]
-        res["ratio_textdet_over_mindocr"] = summarize(ratios)
-        ratios_seq = [tm / tt for tm, tt in zip(times["mindocr"], times["textdet-sequential"], strict=True)]
-        res["ratio_sequential_over_mindocr"] = summarize(ratios_seq)
+        for key, side in (("ratio_textdet_over_mindocr", "textdet"), ("ratio_full_over_mindocr", "textdet-full"),
+                          ("ratio_sequential_over_mindocr", "textdet-sequential")):
+            res[key] = summarize([tm / tt for tm, tt in zip(times["mindocr"], times[side], strict=True)])
+        dn = res["device_normalize"].get("ms_per_sample")
+        if dn is not None:  # worker path + the device step run on this same CPU core: a pessimistic total
+            res["ratio_worker_plus_cpu_normalize_over_mindocr"] = summarize(
+                [tm / (tt + dn * n_per_round / 1000.0) for tm, tt in zip(times["mindocr"], times["textdet"],
+                                                                       strict=True)])
 
     # (b) per-transform ms
     try:
@@ -330,8 +372,12 @@ def per_transform(args: argparse.Namespace, mo: dict | None, pipeline: list, sam
                 except Exception:
                     continue
         out["mindocr"] = {k: 1000.0 * v / n for k, v in acc.items()}
-    for label, fuse in (("textdet", True), ("textdet-sequential", False)):
+    from textdet.engine.build import split_device_normalize
+
+    for label, fuse in (("textdet", True), ("textdet-full", True), ("textdet-sequential", False)):
         compose = build_transforms(copy.deepcopy(pipeline), fuse=fuse)
+        if label == "textdet":  # the training worker path (NormalizeImage + ToCHWImage on the device)
+            compose = split_device_normalize(compose)[0]
         compose.timing = True
         rng = np.random.default_rng(args.seed + 1)
         for _ in range(reps):
@@ -809,7 +855,7 @@ def print_summary(result: dict) -> None:
         r = a.get("ratio_textdet_over_mindocr", {}).get("median")
         rows.append(
             (
-                "(a) train pipeline, samples/s",
+                "(a) train worker pipeline, samples/s",
                 fmt(m),
                 fmt(t),
                 fmt(r, 2) + "x" if r else "n/a",
@@ -817,9 +863,17 @@ def print_summary(result: dict) -> None:
                 ("yes" if r >= 4 else "NO") if r else "n/a",
             )
         )
-        s = a["textdet-sequential"]["samples_per_s"]["median"]
-        rs = a.get("ratio_sequential_over_mindocr", {}).get("median")
-        rows.append(("    textdet fuse=False (info)", fmt(m), fmt(s), fmt(rs, 2) + "x" if rs else "n/a", "", ""))
+        dn = a.get("device_normalize", {}).get("ms_per_sample")
+        rw = a.get("ratio_worker_plus_cpu_normalize_over_mindocr", {}).get("median")
+        rows.append((f"    + device normalise {fmt(dn, 2)} ms/sample on 1 CPU core (info)", "", "",
+                     fmt(rw, 2) + "x" if rw else "n/a", "", ""))
+        for label, side, key in (("    textdet full, normalise in worker (info)", "textdet-full",
+                                  "ratio_full_over_mindocr"),
+                                 ("    textdet fuse=False, full (info)", "textdet-sequential",
+                                  "ratio_sequential_over_mindocr")):
+            s = a[side]["samples_per_s"]["median"]
+            rs = a.get(key, {}).get("median")
+            rows.append((label, fmt(m), fmt(s), fmt(rs, 2) + "x" if rs else "n/a", "", ""))
     c = result.get("postprocess", {}).get("sets", {})
     for name, e in c.items():
         m = e.get("ms_per_map_mindocr", {}).get("median")
@@ -915,7 +969,7 @@ def print_summary(result: dict) -> None:
     if isinstance(pt, dict) and "textdet" in pt:
         log("")
         log(f"(b) per-transform ms per sample ({pt['samples']} samples each, loadavg {pt['loadavg_before']})")
-        for side in ("mindocr", "textdet", "textdet-sequential"):
+        for side in ("mindocr", "textdet", "textdet-full", "textdet-sequential"):
             if side in pt:
                 tot = sum(pt[side].values())
                 parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(pt[side].items(), key=lambda kv: -kv[1]))
@@ -1012,19 +1066,25 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result["pipeline"] = bench_pipeline(args, mo, cfg, train)
             p = result["pipeline"]
-            for side in ("mindocr", "textdet", "textdet-sequential"):
+            for side in ("mindocr", "textdet", "textdet-full", "textdet-sequential"):
                 if side in p:
                     s = p[side]["samples_per_s"]
                     log(
                         f"   {side:<19} {s['median']:7.1f} samples/s (min {s['min']:.1f}, max {s['max']:.1f}), "
                         f"{p[side]['ms_per_sample']:.2f} ms/sample, failed {p[side]['failed_samples']}"
                     )
-            if "ratio_textdet_over_mindocr" in p:
-                r = p["ratio_textdet_over_mindocr"]
-                log(
-                    f"   ratio textdet/MindOCR {r['median']:.2f}x (min {r['min']:.2f}, max {r['max']:.2f}); "
-                    f"loadavg {p['loadavg_before']} -> {p['loadavg_after']}"
-                )
+            dn = p.get("device_normalize", {})
+            if "ms_per_sample" in dn:
+                log(f"   device normalise (DeviceInput.images, CPU, batch {dn['batch']}): "
+                    f"{dn['ms_per_sample']:.2f} ms/sample")
+            for key, what in (("ratio_textdet_over_mindocr", "worker path"),
+                              ("ratio_worker_plus_cpu_normalize_over_mindocr", "worker + normalise on 1 CPU"),
+                              ("ratio_full_over_mindocr", "full pipeline")):
+                if key in p:
+                    r = p[key]
+                    log(f"   ratio textdet/MindOCR, {what}: {r['median']:.2f}x (min {r['min']:.2f}, "
+                        f"max {r['max']:.2f})")
+            log(f"   loadavg {p.get('loadavg_before')} -> {p.get('loadavg_after')}")
         except Exception as err:
             result["pipeline"] = fail("a (pipeline)", err)
     pp = None

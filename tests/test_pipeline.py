@@ -212,6 +212,34 @@ def test_fused_without_crop_keeps_the_scaled_canvas():
     assert iou(out["image"][..., 0] > 127, polygon_mask(out)) > 0.98
 
 
+@pytest.mark.parametrize("hw, rotate", [((90, 160), True), ((160, 90), True), ((48, 96), False)])
+def test_fused_writes_warp_and_colour_straight_into_the_padded_canvas(hw, rotate):
+    """Rows padded (a contiguous view), columns padded (a strided view) and an identity warp: the
+    canvas holds exactly the warp (then the colour) of the image, and zeros elsewhere."""
+    image = cv2.GaussianBlur(np.random.default_rng(5).integers(0, 256, (*hw, 3), dtype=np.uint8), (3, 3), 0)
+    crop = RandomCropWithBBox(crop_size=(96, 96), p=0.0)
+    steps = [RandomHorizontalFlip(p=1.0), RandomRotate(degrees=(5, 5), expand_canvas=False, p=1.0),
+             RandomScale(scale_range=(1.5, 1.5), p=1.0), crop] if rotate else [crop]
+    for color in (None, RandomColorAdjust(brightness=0.2, saturation=0.5)):
+        out = FusedGeometry(steps, color=color)({"image": image.copy()}, np.random.default_rng(0))
+        rng = np.random.default_rng(0)
+        factors = color.draw(rng) if color is not None else None
+        size, total = hw, np.eye(3)
+        for t in steps:
+            step = t.plan(size, [], None, rng)
+            total, size = step.matrix @ total, step.size
+        ref = cv2.warpAffine(image, total[:2], (size[1], size[0]), flags=cv2.INTER_LINEAR)
+        if color is not None:
+            ref = color.apply(ref, factors)
+        expected = np.zeros((96, 96, 3), np.uint8)
+        expected[:size[0], :size[1]] = ref
+        assert out["actual_size"] == size and out["image"].flags.c_contiguous
+        assert size[0] < 96 or size[1] < 96
+        np.testing.assert_array_equal(out["image"], expected)
+        if not rotate:
+            assert np.array_equal(total, np.eye(3))
+
+
 def test_fused_rejects_bad_steps():
     with pytest.raises(ValueError, match="last"):
         FusedGeometry([RandomCropWithBBox(), RandomHorizontalFlip()])

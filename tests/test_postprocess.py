@@ -1,4 +1,4 @@
-"""DBPostprocess: filled rectangles in, hand-computed unclipped boxes out."""
+"""DBPostprocess: filled rectangles in, hand-computed unclipped boxes and scores out."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from textdet.errors import ConfigError
-from textdet.geometry import offset_polygon, shrink_distance
+from textdet.geometry import offset_polygon, order_points_clockwise, shrink_distance
 from textdet.metrics import DetMetric
 from textdet.postprocess import POSTPROCESSES, DBPostprocess, build_postprocess
+from textdet.postprocess import db_postprocess as dbp
 
 
 def _fill(prob: np.ndarray, x0: int, y0: int, x1: int, y1: int, value: float) -> None:
@@ -104,9 +105,11 @@ def test_poly_mode_follows_an_l_shaped_blob():
     assert cv2.pointPolygonTest(contour, (45.0, 20.0), False) < 0  # the notch stays out
     for inside in [(20.0, 12.0), (58.0, 45.0), (20.0, 45.0)]:
         assert cv2.pointPolygonTest(contour, inside, False) > 0
-    # quad mode scores the L's bounding rectangle, 43% empty: mean 0.9 * 1191 / 2091 ~ 0.51 < 0.7
-    assert DBPostprocess(box_type="quad")(prob[None])[0]["polys"] == []
-    (quad,) = DBPostprocess(box_type="quad", box_thresh=0.5)(prob[None])[0]["polys"]
+    # the "fast" score of quad mode is the mean over the L's bounding rectangle, 43% empty:
+    # 0.9 * 1191 / 2091 ~ 0.51 < 0.7; the default "bitmap" score counts the L's pixels only (0.9)
+    assert DBPostprocess(box_type="quad", score_mode="fast")(prob[None])[0]["polys"] == []
+    assert DBPostprocess(box_type="quad")(prob[None])[0]["scores"] == [pytest.approx(0.9)]
+    (quad,) = DBPostprocess(box_type="quad", box_thresh=0.5, score_mode="fast")(prob[None])[0]["polys"]
     assert quad.shape == (4, 2) and cv2.pointPolygonTest(quad.reshape(-1, 1, 2), (45.0, 20.0), False) > 0
 
 
@@ -134,7 +137,8 @@ def test_slow_score_and_dilation():
     assert len(merged["polys"]) == 1
     fast = DBPostprocess(score_mode="fast")(_two_boxes()[None])[0]["scores"]
     slow = DBPostprocess(score_mode="slow")(_two_boxes()[None])[0]["scores"]
-    assert fast == pytest.approx(slow, abs=1e-6)
+    bitmap = DBPostprocess(score_mode="bitmap")(_two_boxes()[None])[0]["scores"]
+    assert fast == pytest.approx(slow, abs=1e-6) and bitmap == pytest.approx(slow, abs=1e-6)
 
 
 def test_perfect_shrunk_maps_give_f_score_one():
@@ -166,3 +170,195 @@ def test_bad_arguments():
         build_postprocess("EASTPostprocess")
     with pytest.raises(ConfigError, match="unclip_ratio"):
         build_postprocess("DBPostprocess", unclip_ratio=2.0)
+
+
+def _l_and_square() -> np.ndarray:
+    """64 x 80 map: an L (P 0.9, 700 pixels) with a separate square S (P 0.5) in its notch::
+
+    L bar:  x 10..19, y 10..49   (400 px)     L's contour bbox and min-area box: x 10..49, y 10..49 (1600 px)
+    L foot: x 20..49, y 40..49   (300 px)     notch x 20..49, y 10..39: zeros, except
+    S:      x 30..39, y 20..29   (100 px, P 0.5)
+    """
+    prob = np.zeros((64, 80), np.float32)
+    _fill(prob, 10, 10, 19, 49, 0.9)
+    _fill(prob, 20, 40, 49, 49, 0.9)
+    _fill(prob, 30, 20, 39, 29, 0.5)
+    return prob
+
+
+@pytest.mark.parametrize(
+    ("mode", "l_score"),
+    [
+        ("bitmap", (700 * 0.9 + 100 * 0.5) / 800),  # foreground pixels in L's bbox: L and S = 0.85
+        ("fast", (700 * 0.9 + 100 * 0.5) / 1600),  # every pixel of L's min-area box: 0.425
+        ("slow", 0.9),  # the pixels inside L's contour: L only
+    ],
+)
+def test_score_modes_known_answers(mode, l_score):
+    """The three score modes on one map, by hand; S scores 0.5 in every mode (its bbox is all foreground)."""
+    polys, scores = DBPostprocess(score_mode=mode, box_thresh=0.0).extract(_l_and_square())
+    by_size = sorted(zip(polys, scores, strict=True), key=lambda ps: np.ptp(ps[0][:, 0]))
+    assert [s for _, s in by_size] == pytest.approx([0.5, l_score], abs=1e-6)
+    # box_thresh 0.6 keeps L in "bitmap" (MindOCR's score) and "slow", but drops it in "fast"
+    kept = DBPostprocess(score_mode=mode, box_thresh=0.6)(_l_and_square()[None])[0]["scores"]
+    assert kept == ([] if mode == "fast" else [pytest.approx(l_score, abs=1e-6)])
+    # poly mode uses the same scores (its "fast" polygon is the contour approximation: the L itself)
+    poly_scores = DBPostprocess(box_type="poly", score_mode=mode, box_thresh=0.0).extract(_l_and_square())[1]
+    assert sorted(poly_scores) == pytest.approx(sorted([0.5, 0.9 if mode == "fast" else l_score]), abs=1e-6)
+
+
+def test_default_score_is_mindocrs():
+    """Default ``score_mode="bitmap"``: MindOCR's ``cv2.mean(P[bbox], mask=bitmap[bbox])``, computed here directly."""
+    assert DBPostprocess().score_mode == "bitmap"
+    rng = np.random.default_rng(3)
+    prob = cv2.GaussianBlur((rng.random((96, 128)) > 0.97).astype(np.float32), (9, 9), 2.0) * 8
+    prob = np.clip(prob, 0, 1).astype(np.float32)
+    bitmap = (prob >= 0.3).astype(np.uint8)
+    contours, _ = cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+    expected = []
+    for c in contours:
+        x, y, w, h = cv2.boundingRect(c)
+        if min(cv2.minAreaRect(c)[1]) >= 3:
+            expected.append(cv2.mean(prob[y : y + h, x : x + w], bitmap[y : y + h, x : x + w])[0])
+    assert len(expected) > 5
+    got = DBPostprocess(box_thresh=0.0).extract(prob)[1]
+    assert sorted(got) == pytest.approx(sorted(expected), abs=1e-12)
+    with pytest.raises(ValueError, match="score_mode"):
+        DBPostprocess(score_mode="mean")
+
+
+def _random_rects(n: int, seed: int) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(150, 650, (n, 2)).tolist()
+    sizes = np.column_stack([rng.uniform(3, 300, n), rng.uniform(3, 60, n)]).tolist()
+    return [(tuple(c), tuple(s), a) for c, s, a in zip(centres, sizes, rng.uniform(-90, 90, n).tolist(), strict=True)]
+
+
+def test_unclip_rect_is_the_pyclipper_route():
+    """minAreaRect(pyclipper round-join offset by D of a w x h rectangle) = the rectangle grown by D per side.
+
+    With coordinates scaled by 1000 before pyclipper, its integer lattice is 0.001 px and the two agree to
+    0.01 px. The unscaled route (the one textdet took before, on the pixel lattice) agrees to ~2 px.
+    """
+    lattice = []
+    for rect in _random_rects(300, 0):
+        (cx, cy), (w, h), angle = rect
+        pts = cv2.boxPoints(rect).astype(np.float64)
+        big_w, big_h = dbp.unclip_rect(w, h, 1.5)
+        expected = np.array(dbp.quad_corners(cx, cy, big_w, big_h, angle)).reshape(4, 2)
+        d = w * h * 1.5 / (2 * (w + h))
+        (fine,) = offset_polygon(pts * 1000, d * 1000)
+        fine_rect = cv2.minAreaRect((fine / 1000).astype(np.float32))
+        assert sorted(fine_rect[1]) == pytest.approx(sorted((big_w, big_h)), abs=0.01)
+        got = order_points_clockwise(cv2.boxPoints(fine_rect))
+        dist = np.linalg.norm(got[:, None] - expected[None], axis=2).min(axis=1)
+        assert dist.max() < 0.02
+        (coarse,) = offset_polygon(pts, d)
+        got = order_points_clockwise(cv2.boxPoints(cv2.minAreaRect(coarse.astype(np.float32))))
+        lattice.append(np.linalg.norm(got[:, None] - expected[None], axis=2).min(axis=1).max())
+    assert max(lattice) < 2.5 and np.median(lattice) < 1.0
+
+
+def test_corner_order_python_numpy_and_geometry_agree():
+    """quad_corners (per box), box_points + order_quads (vectorised) and cv2.boxPoints + order_points_clockwise."""
+    rects = _random_rects(200, 1) + [((50.0, 50.0), (20.0, 10.0), a) for a in (0.0, 45.0, 90.0, -90.0)]
+    flat = np.array([[cx, cy, w, h, a] for (cx, cy), (w, h), a in rects])
+    vectorised = dbp.order_quads(dbp.box_points(flat))
+    for rect, vec in zip(rects, vectorised, strict=True):
+        (cx, cy), (w, h), a = rect
+        python = np.array(dbp.quad_corners(cx, cy, w, h, a)).reshape(4, 2)
+        np.testing.assert_allclose(python, vec, atol=1e-9)
+        np.testing.assert_allclose(order_points_clockwise(cv2.boxPoints(rect)), vec, atol=1e-3)
+
+
+def _many_blobs(n: int) -> np.ndarray:
+    """n rotated blobs on a grid, 64 px apart, P 0.9 blurred."""
+    rng = np.random.default_rng(5)
+    cols = 12
+    prob = np.zeros((64 * ((n + cols - 1) // cols), 64 * cols), np.float32)
+    for i in range(n):
+        centre = (64 * (i % cols) + 32, 64 * (i // cols) + 32)
+        box = cv2.boxPoints((centre, (rng.uniform(10, 40), rng.uniform(6, 20)), rng.uniform(-60, 60)))
+        cv2.fillPoly(prob, [np.round(box).astype(np.int32)], 0.9)
+    return cv2.GaussianBlur(prob, (5, 5), 1.0)
+
+
+def test_python_and_numpy_finishing_agree(monkeypatch):
+    """Below _VECTORISE_FROM boxes the corners are made in pure Python, above with numpy: the same output."""
+    maps = _many_blobs(60)[None]
+    shape_list = np.array([[maps.shape[1] * 2, maps.shape[2] / 2, 0.5, 2.0]])
+    numpy_out = DBPostprocess()(maps, shape_list)[0]
+    assert len(numpy_out["polys"]) >= dbp._VECTORISE_FROM
+    monkeypatch.setattr(dbp, "_VECTORISE_FROM", 10**9)
+    python_out = DBPostprocess()(maps, shape_list)[0]
+    assert python_out["scores"] == numpy_out["scores"]
+    np.testing.assert_array_equal(np.stack(python_out["polys"]), np.stack(numpy_out["polys"]))
+
+
+def test_quads_match_the_old_pyclipper_route():
+    """The previous implementation (contour -> minAreaRect -> pyclipper on the lattice -> minAreaRect) per blob:
+    same candidates, corners within the lattice error."""
+    prob = _many_blobs(30)
+    polys, scores = DBPostprocess(box_thresh=0.6, score_mode="fast").extract(prob)
+    contours, _ = cv2.findContours((prob >= 0.3).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+    old = []
+    for c in contours:
+        rect = cv2.minAreaRect(c)
+        pts = cv2.boxPoints(rect)
+        if min(rect[1]) < 3 or dbp._mean_inside(prob, pts) < 0.6:
+            continue
+        (expanded,) = offset_polygon(pts, rect[1][0] * rect[1][1] * 1.5 / (2 * sum(rect[1])))
+        old.append(order_points_clockwise(cv2.boxPoints(cv2.minAreaRect(expanded.astype(np.float32)))))
+    assert len(old) == len(polys) == 30
+    key = lambda p: tuple(np.round(p.mean(axis=0) / 8))  # noqa: E731
+    for a, b in zip(sorted(old, key=key), sorted(polys, key=key), strict=True):
+        assert np.abs(a - b).max() < 2.5
+
+
+def test_bbox_prefilter_never_drops_a_kept_candidate():
+    """(bw - 1)(bh - 1) < 9 implies minAreaRect's short side < 3, for any point set in the box."""
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        bw, bh = rng.integers(1, 12, 2)
+        pts = rng.integers(0, [bw, bh], (int(rng.integers(1, 12)), 2)).astype(np.int32)
+        x, y, w, h = cv2.boundingRect(pts)
+        if (w - 1) * (h - 1) < 9:
+            assert min(cv2.minAreaRect(pts)[1]) < 3
+
+
+def test_given_bitmap_skips_the_threshold():
+    """pred["bitmap"] (bool / uint8, tensor / array, (N,1,H,W) / (N,H,W)) gives the same output; it is used as given."""
+    maps = np.stack([_two_boxes(), np.pad(_l_and_square(), ((0, 0), (0, 48)))])
+    pp = DBPostprocess(box_thresh=0.5)
+    expected = pp(maps[:, None])
+    assert [len(r["polys"]) for r in expected] == [2, 2]
+    bitmap = maps >= pp.binary_thresh
+    for given in (bitmap, bitmap[:, None].astype(np.uint8) * 255, torch.from_numpy(bitmap[:, None])):
+        got = pp({"binary": torch.from_numpy(maps[:, None]), "bitmap": given})
+        assert [r["scores"] for r in got] == [r["scores"] for r in expected]
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(np.stack(a["polys"]), np.stack(b["polys"]))
+    # the bitmap is what is searched: an empty one finds nothing
+    assert pp({"binary": maps, "bitmap": np.zeros_like(bitmap)})[0]["polys"] == []
+    with pytest.raises(ValueError, match="bitmap"):
+        pp({"binary": maps, "bitmap": bitmap[:, :10]})
+    with pytest.raises(ValueError, match="bitmap"):
+        pp({"binary": maps, "bitmap": bitmap.astype(np.float32)})
+
+
+def test_threshold_is_inclusive_and_buffer_reuse_is_safe():
+    """P == binary_thresh is text (MindOCR's >=); results of one call survive the next call's threshold."""
+    prob = np.zeros((32, 32), np.float32)
+    _fill(prob, 5, 5, 25, 15, 0.3)
+    np.testing.assert_array_equal(dbp.threshold_map(prob, 0.3), (prob >= 0.3).astype(np.uint8))
+    pp = DBPostprocess(box_thresh=0.2)
+    first = pp(prob[None])[0]
+    assert len(first["polys"]) == 1
+    kept = first["polys"][0].copy()
+    assert pp(np.zeros((1, 32, 32), np.float32))[0]["polys"] == []
+    np.testing.assert_array_equal(first["polys"][0], kept)
+
+
+def test_shape_list_must_be_positive():
+    with pytest.raises(ValueError, match="> 0"):
+        DBPostprocess()(_two_boxes()[None], shape_list=[[64, 128, 0.0, 1.0]])

@@ -333,6 +333,63 @@ def test_color_adjust_known_factors():
     assert hue["image"][0, 0, 2] > hue["image"][0, 0, 0]  # orange turns blue-ish
 
 
+def _reference_color(image: np.ndarray, factors: tuple) -> np.ndarray:
+    """The three-op colour path (LUT, LUT, gray + GRAY2RGB + addWeighted, HSV LUT) as it was first written."""
+    b, c, s, h = factors
+    ramp = np.arange(256, dtype=np.float64)
+
+    def lut(v):
+        return np.clip(np.round(v), 0, 255).astype(np.uint8)
+
+    if b != 1.0:
+        image = cv2.LUT(image, lut(ramp * b))
+    if c != 1.0:
+        mean = float(cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).mean())
+        image = cv2.LUT(image, lut(ramp * c + mean * (1.0 - c)))
+    if s != 1.0:
+        gray = cv2.cvtColor(cv2.cvtColor(image, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB)
+        image = cv2.addWeighted(image, s, gray, 1.0 - s, 0.0)
+    if h != 0.0:
+        hsv = cv2.cvtColor(image, cv2.COLOR_RGB2HSV)
+        hsv[..., 0] = ((np.arange(256) + int(round(h * 180))) % 180).astype(np.uint8)[hsv[..., 0]]
+        image = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+    return image
+
+
+@pytest.mark.parametrize("contrast", [(1.0, 1.0), (0.6, 1.4)])
+def test_color_matrix_path_within_one_level_of_the_three_op_path(contrast):
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (64, 80, 3), dtype=np.uint8)
+    image[:8] = 255  # saturated rows: brightness clips before saturation, as in the reference
+    adjust = RandomColorAdjust(brightness=0.3, contrast=contrast, saturation=(0.0, 2.0))
+    worst = 0
+    for _ in range(60):
+        factors = adjust.draw(rng)
+        ref = _reference_color(image, factors)
+        out = adjust.apply(image, factors)
+        inplace = image.copy()
+        assert adjust.apply(inplace, factors, out=inplace) is inplace
+        np.testing.assert_array_equal(inplace, out)
+        worst = max(worst, int(np.abs(out.astype(int) - ref).max()))
+    assert worst <= 1
+
+
+def test_color_brightness_is_exact_including_float32_ties():
+    image = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    for b in (1.07, 0.5, 1.1255, 0.93):  # 1.07 * 50 = 53.5: a tie that float32 rounds down
+        out = RandomColorAdjust().apply(image, (b, 1.0, 1.0, 0.0))
+        np.testing.assert_array_equal(out, _reference_color(image, (b, 1.0, 1.0, 0.0)))
+
+
+def test_color_out_of_range_saturation_and_hue_keep_the_reference_ops():
+    image = np.random.default_rng(1).integers(0, 256, (20, 30, 3), dtype=np.uint8)
+    for factors in ((1.05, 1.0, 3.0, 0.0), (0.9, 1.0, 1.2, 0.25), (1.0, 1.0, 1.0, 0.0)):
+        out = RandomColorAdjust(hue=0.3).apply(image, factors)
+        np.testing.assert_array_equal(out, _reference_color(image, factors))
+    with pytest.raises(ValueError, match="out"):
+        RandomColorAdjust().apply(image, (1.1, 1.0, 1.0, 0.0), out=np.zeros((2, 2, 3), np.uint8))
+
+
 # ----------------------------------------------------------------------------- decode / labels
 def test_decode_image_non_ascii_path_and_errors(tmp_path):
     bgr = np.zeros((5, 7, 3), np.uint8)
@@ -367,6 +424,88 @@ def test_label_encode_ignore_tags_and_bad_polygons():
     np.testing.assert_array_equal(out["ignore_tags"], [False, True, True])
     assert [len(p) for p in out["polys"]] == [4, 3, 5] and out["polys"][0].dtype == np.float32
     assert len(caught) == 4 and all("train_gt.txt:7" in str(w.message) for w in caught)
+
+
+def test_decode_rgb_matches_bgr_plus_cvtcolor(tmp_path):
+    image = np.random.default_rng(2).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    path = tmp_path / "x.jpg"
+    cv2.imencode(".jpg", cv2.GaussianBlur(image, (5, 5), 0))[1].tofile(str(path))
+    out = DecodeImage(img_mode="RGB")({"img_path": str(path)}, np.random.default_rng(0))["image"]
+    ref = cv2.cvtColor(cv2.imdecode(np.fromfile(str(path), np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    np.testing.assert_array_equal(out, ref)
+    bgr = DecodeImage(img_mode="BGR")({"img_path": str(path)}, np.random.default_rng(0))["image"]
+    np.testing.assert_array_equal(bgr, ref[..., ::-1])
+
+
+def _label_slow(label: list) -> dict:
+    """DetLabelEncode's per-entry path (the fast path switched off)."""
+    enc = DetLabelEncode()
+    enc._parse_all = lambda entries: None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return enc({"label": label}, np.random.default_rng(0))
+
+
+def test_label_encode_vectorised_quads_equal_the_per_entry_path():
+    rng = np.random.default_rng(3)
+    label = [{"transcription": t, "points": (rng.uniform(0, 1280, (4, 2))).tolist()}
+             for t in ("a", "###", "b", "*", "c")]
+    label.append({"transcription": 7, "points": [["1", "2"], [9, 2.5], [9, 8], [1, 8]]})  # str numbers, int text
+    label.append({"points": [[1e30, 0], [1e30, 5], [0, 5], [0, 0]]})  # no transcription; fine in float32
+    fast = DetLabelEncode()({"label": json.dumps(label)}, np.random.default_rng(0))
+    slow = _label_slow(label)
+    assert fast["texts"] == slow["texts"] == ["a", "###", "b", "*", "c", "7", ""]
+    np.testing.assert_array_equal(fast["ignore_tags"], [False, True, False, True, False, False, False])
+    np.testing.assert_array_equal(fast["ignore_tags"], slow["ignore_tags"])
+    for p, q in zip(fast["polys"], slow["polys"], strict=True):
+        assert p.dtype == q.dtype == np.float32 and p.shape == (4, 2)
+        np.testing.assert_array_equal(p, q)
+
+
+@pytest.mark.parametrize("bad", [
+    [[0, 0], [5, 0], [10, 0], [3, 0]],  # zero area
+    [[0, 0], [1e39, 0], [1, 1], [0, 1]],  # overflows float32
+    [[0, 0], [5, 0], [5, 5]],  # a triangle among quads: ragged
+])
+def test_label_encode_falls_back_and_warns_like_the_per_entry_path(bad):
+    label = [{"transcription": "ok", "points": [[0, 0], [10, 0], [10, 5], [0, 5]]},
+             {"transcription": "bad", "points": bad}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = DetLabelEncode()({"label": label}, np.random.default_rng(0))
+    expected = _label_slow(label)
+    assert out["texts"] == expected["texts"]
+    assert len(caught) == (0 if len(bad) == 3 else 1)
+    for p, q in zip(out["polys"], expected["polys"], strict=True):
+        np.testing.assert_array_equal(p, q)
+
+
+def test_validate_fast_path_equals_the_per_polygon_check():
+    rng = np.random.default_rng(4)
+    h, w = 60, 80
+    polys = [np.array([[x, y], [x + dx, y], [x + dx, y + dy], [x, y + dy]], np.float32)
+             for x, y, dx, dy in zip(rng.uniform(-30, 90, 300), rng.uniform(-30, 70, 300),
+                                     rng.uniform(0.2, 25, 300), rng.uniform(0.2, 6, 300), strict=True)]
+    polys.append(np.array([[0, 0], [1, 0], [1, 1], [0, 1]], np.float32))  # area exactly min_area 1.0
+    polys.append(np.array([[-0.5, -0.5], [79.5, -0.5], [79.5, 59.5], [-0.5, 59.5]], np.float32))  # the frame
+    for clip in (False, True):
+        v = ValidatePolygons(min_area=1.0, clip_to_visible_area=clip)
+        sample = {"polys": list(polys), "texts": [str(i) for i in range(len(polys))],
+                  "ignore_tags": rng.random(len(polys)) < 0.2, "image": np.zeros((h, w, 3), np.uint8)}
+        ref_polys, ref_texts, ref_tags = [], [], []
+        for p, t, ig in zip(polys, sample["texts"], sample["ignore_tags"], strict=True):
+            kept, newly = v._check(p, w, h)
+            if kept is not None:
+                ref_polys.append(kept)
+                ref_texts.append(t)
+                ref_tags.append(bool(ig) or newly)
+        out = v(sample, rng)
+        assert out["texts"] == ref_texts and 0 < len(ref_texts) < len(polys)
+        np.testing.assert_array_equal(out["ignore_tags"], ref_tags)
+        for p, q in zip(out["polys"], ref_polys, strict=True):
+            np.testing.assert_array_equal(p, q)
+    assert out["texts"][-2:] == [str(len(polys) - 2), str(len(polys) - 1)]
+    assert not out["ignore_tags"][-2]  # area 1.0 is not < min_area
 
 
 def test_label_encode_accepts_parsed_lists_and_rejects_bad_json():

@@ -155,12 +155,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     startup = StartupTimer()
     startup.stages["python start"] = _T_MAIN - startup.t0
     startup.last = _T_MAIN
+    cfg = load_cfg(args)  # YAML errors surface before the seconds spent importing torch
+    startup.mark("config")
     import torch  # noqa: F401  (timed as the import stage)
 
     from textdet.engine.trainer import Trainer
 
     startup.mark("imports")
-    cfg = load_cfg(args)
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
                       startup=startup, dry_run=args.dry_run)
     if args.dry_run:

@@ -31,7 +31,6 @@ from textdet.data.transforms import (
     ToCHWImage,
     ValidatePolygons,
     apply_step_to_polys,
-    pad_bottom_right,
 )
 from textdet.errors import ConfigError
 
@@ -104,14 +103,34 @@ class FusedGeometry:
             polys = apply_step_to_polys(polys, step)
             total = step.matrix @ total
             size, pad_to = step.size, step.pad_to
-        if not (np.array_equal(total, np.eye(3)) and size == tuple(image.shape[:2])):
-            image = cv2.warpAffine(image, total[:2], (size[1], size[0]), flags=cv2.INTER_LINEAR,
-                                   borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-        if factors is not None:
-            image = self.color.apply(image, factors)
+        identity = np.array_equal(total, np.eye(3)) and size == tuple(image.shape[:2])
+        h, w = size
+        if pad_to is not None and (h, w) != tuple(pad_to):
+            # Write the warp (and the colour, in place) straight into the zero-padded canvas: no
+            # separate pad copy. A row slice of the canvas is contiguous; a column slice is a strided
+            # view, which cv2 also writes into (checked below, copied otherwise).
+            canvas = np.zeros((pad_to[0], pad_to[1]) + image.shape[2:], dtype=image.dtype)
+            view = canvas[:h, :w]
+            if identity:
+                view[...] = image
+            else:
+                warped = cv2.warpAffine(image, total[:2], (w, h), dst=view, flags=cv2.INTER_LINEAR,
+                                        borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+                if warped is not view:
+                    view[...] = warped
+            if factors is not None:
+                self.color.apply(view, factors, out=view)
+            image = canvas
+        else:
+            if not identity:
+                image = cv2.warpAffine(image, total[:2], (w, h), flags=cv2.INTER_LINEAR,
+                                       borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+                if factors is not None:
+                    self.color.apply(image, factors, out=image)  # the warp's own output: in place
+            elif factors is not None:
+                image = self.color.apply(image, factors)
         if pad_to is not None:
-            image = pad_bottom_right(image, pad_to)
-            sample["actual_size"] = tuple(int(s) for s in size)
+            sample["actual_size"] = (int(h), int(w))
         sample["image"] = image
         if "polys" in sample:
             sample["polys"] = polys

@@ -35,11 +35,13 @@ class StartupTimer:
         self.stages: dict[str, float] = {}
         self.totals: dict[str, float] = {}
 
-    def mark(self, name: str) -> float:
+    def mark(self, name: str, return_stage: bool = False) -> float:
+        """Close stage ``name``; returns seconds since process start (or the stage's own seconds)."""
         now = time.time()
-        self.stages[name] = self.stages.get(name, 0.0) + now - self.last
+        stage = now - self.last
+        self.stages[name] = self.stages.get(name, 0.0) + stage
         self.last = now
-        return now - self.t0
+        return stage if return_stage else now - self.t0
 
     def total(self, name: str) -> None:
         """Record the time from process start to now under ``name`` (e.g. total_to_first_step)."""

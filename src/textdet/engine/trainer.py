@@ -53,6 +53,33 @@ def pick_device(name: str | None) -> torch.device:
     return torch.device("cpu")
 
 
+def enable_compile_cache() -> str:
+    """Persist torch.compile's artefacts under ``$TEXTDET_HOME/compile_cache`` so only the first run compiles cold.
+
+    A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's own per-user /tmp default does not
+    (it is wiped with /tmp). Returns the folder used.
+    """
+    import getpass
+    import tempfile
+
+    home = os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    torch_default = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    if not current or current == torch_default:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "compile_cache")
+    folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    os.makedirs(folder, exist_ok=True)
+    try:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.fx_graph_cache = True
+        inductor_config.autotune_local_cache = True
+    except (ImportError, AttributeError):  # older torch: the directory alone still helps
+        pass
+    logger.info("torch.compile cache: %s (the first run compiles; later runs reuse it)", folder)
+    return folder
+
+
 def seed_everything(seed: int, rank: int) -> None:
     import random
 
@@ -113,7 +140,7 @@ class Trainer:
         seed_everything(cfg.system.seed, self.dist.rank)
         for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
             logger.info("ignored config key %s: %s", key, reason)
-        self.startup.mark("config")
+        self.startup.mark("device + checks setup")
 
         # Checks first, then data: a typo or a wrong path fails in seconds, before any model is built.
         build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
@@ -181,8 +208,9 @@ class Trainer:
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
         self.compiled = self._want_compile(compile)
         if self.compiled:
+            enable_compile_cache()
             self.forward_model = torch.compile(self.forward_model)
-        self.startup.mark("wrap/compile setup")
+        self.startup.mark("optimizer + wrappers")
 
         # State.
         self.epoch, self.global_step, self.best = 0, 0, -math.inf
@@ -259,6 +287,8 @@ class Trainer:
             logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: %.2f "
                         "img/s, data wait: %.1f%%", epoch + 1, E, record.get("loss", float("nan")), summary["time"],
                         summary["step_ms"], summary["img_per_s"], 100 * summary["data_wait_share"])
+            if epoch == self.epoch:
+                self._report_compile(summary, stats.steps)
             if epoch == self.epoch or epoch + 1 == E:
                 logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size))
             perf = self._maybe_evaluate(epoch + 1)
@@ -342,10 +372,23 @@ class Trainer:
     def _first_step_done(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        self.startup.mark("first step" + (" (includes compile)" if self.compiled else ""))
+        self.first_step_s = self.startup.mark("first step" + (" (includes compile)" if self.compiled else ""),
+                                              return_stage=True)
         self.startup.total("total_to_first_step")
         if self.main:
             logger.info("start-up (seconds since process start):\n%s", self.startup.table())
+            self.startup.write(os.path.join(self.run_dir, "startup.json"))
+
+    def _report_compile(self, summary: dict, steps: int) -> None:
+        """Compile time = first step minus a typical later step (compilation happens inside the first step)."""
+        if not self.compiled or steps < 2:
+            return
+        typical = (summary["time"] - self.first_step_s) / (steps - 1)
+        compile_s = max(self.first_step_s - typical, 0.0)
+        self.startup.totals["compile_estimated"] = compile_s
+        logger.info("torch.compile: about %.1f s (first step %.1f s, later steps %.3f s each)", compile_s,
+                    self.first_step_s, typical)
+        if self.main:
             self.startup.write(os.path.join(self.run_dir, "startup.json"))
 
     def _log_window(self, window: EpochStats, epoch: int, E: int, step: int, S: int) -> None:
@@ -353,9 +396,9 @@ class Trainer:
         wait_ms = 1000 * s["data_wait_s"] / max(window.steps, 1)
         logger.info(
             "epoch: [%d/%d] step: [%d/%d], loss: %.6f, lr: %.6f, per step time: %.3f ms, fps per card: %.2f img/s, "
-            "data wait: %.1f ms (%.1f%%)", epoch + 1, E, step, S, s.get("loss", float("nan")),
-            self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"], wait_ms,
-            100 * s["data_wait_share"])
+            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data)", epoch + 1, E, step, S,
+            s.get("loss", float("nan")), self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"],
+            wait_ms, s["step_ms"] - wait_ms, 100 * s["data_wait_share"])
 
     def eval_model(self) -> nn.Module:
         return self.ema.module if self.ema is not None else self.model

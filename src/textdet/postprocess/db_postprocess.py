@@ -3,42 +3,58 @@
 Follows MindOCR's ``DBPostprocess`` (which follows PaddleOCR) step by step, in numpy/cv2 only:
 
 1. ``bitmap = P >= binary_thresh`` (MindOCR's ``>=``; PaddleOCR uses ``>``, the two differ only on
-   pixels exactly at the threshold), optionally dilated with a 2x2 kernel (PaddleOCR's ``use_dilation``).
+   pixels exactly at the threshold), thresholded once per image into a reused uint8 buffer, or taken
+   as given (``pred["bitmap"]``, thresholded on the device); optionally dilated with a 2x2 kernel
+   (PaddleOCR's ``use_dilation``).
 2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)``, the first ``max_candidates`` contours.
 3. quad: ``minAreaRect`` of the contour, skip when its short side < 3; poly: ``approxPolyDP`` with
    epsilon ``0.005 * arcLength``, skip when fewer than 4 points.
-4. score: ``"fast"`` = mean of P inside that box / polygon rasterised in its bounding box
-   (PaddleOCR's ``box_score_fast``), ``"slow"`` = mean of P inside the contour itself; skip < box_thresh.
-5. unclip by ``D = area * expand_ratio / perimeter`` (pyclipper, round joins); a result that
-   splits into several polygons is skipped; ``minAreaRect`` of the result, skip when its short side < 5.
+4. score (``score_mode``), skip when < ``box_thresh``:
+
+   - ``"bitmap"`` (default, MindOCR's ``_calc_score``): the mean of P over the *foreground bitmap
+     pixels* inside the contour's axis-aligned bounding box, ``cv2.mean(P[bbox], mask=bitmap[bbox])``.
+     This is the score MindOCR configs calibrate ``box_thresh`` for. The blurred border of a word is
+     below ``binary_thresh`` and does not count, so thin words keep a high score. Foreground pixels of
+     a neighbouring blob inside the bbox do count (with their own, usually similar, probability).
+   - ``"fast"`` (PaddleOCR's ``box_score_fast``): the mean of P over the min-area box (quad) or the
+     approximated polygon (poly), rasterised; the blurred border counts, so thin words score lower.
+   - ``"slow"`` (PaddleOCR's ``box_score_slow``): the mean of P over the contour polygon, rasterised.
+
+5. unclip by ``D = area * expand_ratio / perimeter``. quad: computed directly, the min-area rectangle
+   grown by ``D`` on every side (see :func:`unclip_rect`, exactly what the pyclipper round-join offset
+   followed by ``minAreaRect`` gives, without the integer lattice); poly: pyclipper, round joins, a
+   result that splits into several polygons is skipped. Skip when the short side of the result's
+   ``minAreaRect`` is < 5.
 6. rescale with ``shape_list = [src_h, src_w, scale_h, scale_w]``: ``x / scale_w``, ``y / scale_h``,
    rounded only after the rescale, clipped to ``[0, src_w - 1] x [0, src_h - 1]``. Without a
    ``shape_list`` the points stay unrounded in map pixels, clipped to the map.
 
-MindOCR scores with the mean over every foreground pixel of the contour's axis-aligned bounding box;
-that counts neighbouring blobs inside the box, so we use PaddleOCR's box/polygon mean instead.
+Quad corners come out as TL, TR, BR, BL (``geometry.order_points_clockwise``, vectorised over the boxes).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cv2
 import numpy as np
 
-from textdet.geometry import offset_polygon, order_points_clockwise, unclip_distance
+from textdet.geometry import offset_polygon, unclip_distance
 
 _BOX_TYPES = ("quad", "poly")
-_SCORE_MODES = ("fast", "slow")
+_SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)
 _POLY_EPSILON = 0.005  # approxPolyDP tolerance as a fraction of the contour length (MindOCR)
 _DILATION_KERNEL = np.ones((2, 2), dtype=np.uint8)
+_VECTORISE_FROM = 48  # boxes per map from which numpy beats pure Python (see _finish_quads)
+_BUFFERS = threading.local()  # per-thread reusable threshold output (a fresh 1 MB array costs page faults)
 
 
 def _to_numpy_maps(pred: Any, pred_name: str) -> np.ndarray:
-    """Model output dict / tensor / array, (N,1,H,W) or (N,H,W) -> float32 numpy (N, H, W)."""
+    """Model output dict / tensor / array, (N,1,H,W) or (N,H,W) -> float32 numpy (N, H, W), no copy if possible."""
     if isinstance(pred, Mapping):
         if pred_name not in pred:
             raise KeyError(f"DBPostprocess: prediction has no {pred_name!r} map; keys: {sorted(pred)}")
@@ -53,10 +69,105 @@ def _to_numpy_maps(pred: Any, pred_name: str) -> np.ndarray:
     return maps
 
 
-def _short_side(points: np.ndarray) -> tuple[tuple, float]:
-    """``cv2.minAreaRect`` of ``points`` and the rectangle's short side."""
-    rect = cv2.minAreaRect(points.reshape(-1, 1, 2).astype(np.float32, copy=False))
-    return rect, float(min(rect[1]))
+def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A given bitmap (bool / uint8 / any integer; tensor or array; (N,1,H,W) or (N,H,W)) -> uint8 (N, H, W)."""
+    if hasattr(bitmap, "detach"):
+        bitmap = bitmap.detach().cpu().numpy()
+    bitmap = np.asarray(bitmap)
+    if bitmap.ndim == 4 and bitmap.shape[1] == 1:
+        bitmap = bitmap[:, 0]
+    if bitmap.shape != tuple(shape):
+        raise ValueError(f"DBPostprocess: 'bitmap' must have the map's shape {tuple(shape)}, got {bitmap.shape}")
+    if bitmap.dtype == np.bool_:
+        return bitmap.view(np.uint8)
+    if bitmap.dtype != np.uint8:
+        if not np.issubdtype(bitmap.dtype, np.integer):
+            raise ValueError(f"DBPostprocess: 'bitmap' must be bool or integer (uint8), got {bitmap.dtype}")
+        return (bitmap != 0).view(np.uint8)
+    return bitmap
+
+
+def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None) -> np.ndarray:
+    """``(prob >= thresh)`` as a uint8 (H, W) 0/1 bitmap, written into ``out`` (or a reused per-thread buffer).
+
+    The buffer is overwritten by the next call in the same thread: use the result before that.
+    """
+    if out is None:
+        out = getattr(_BUFFERS, "bitmap", None)
+        if out is None or out.shape != prob.shape:
+            out = _BUFFERS.bitmap = np.empty(prob.shape, np.uint8)
+    np.greater_equal(prob, thresh, out=out.view(np.bool_))
+    return out
+
+
+def unclip_rect(w: np.ndarray, h: np.ndarray, expand_ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """Sides of ``minAreaRect(round-join offset of a w x h rectangle by D)``, ``D = w h r / (2 (w + h))``.
+
+    Claim: the result is the rectangle itself grown by D on every side, ``(w + 2D) x (h + 2D)``, with the
+    same centre and angle. Proof. The round-join offset of a convex set R by D is the Minkowski sum
+    R + disc(D) (the points within D of R). Widths add under Minkowski sums, and a disc has width 2D in
+    every direction, so the rectangle enclosing R + disc(D) turned by phi from R's axes has the sides
+    ``w c + h s + 2D`` and ``w s + h c + 2D`` (c = |cos phi|, s = |sin phi|). Its area is
+    ``w h + (w^2 + h^2) c s + 2D (w + h)(c + s) + 4 D^2``. Both ``c s >= 0`` and ``c + s >= 1`` are
+    minimal exactly at phi = 0 (or 90 degrees, the same rectangle). So the minimum-area rectangle is R's,
+    grown by D: ``(w + 2D) x (h + 2D)``. (Its short side, ``min(w, h) + 2D``, is what the "< 5" filter
+    checks.)
+
+    pyclipper approximates each quarter-circle by vertices on the circle, the first and last exactly at
+    the edge normals. So the extreme points along R's axes are present, and ``minAreaRect`` of its output
+    is this rectangle up to pyclipper's integer lattice (input corners and output vertices rounded to
+    integers: a fraction of a pixel, and a fraction of a degree on long thin boxes).
+    ``tests/test_postprocess.py`` checks this against the pyclipper route on random rectangles.
+
+    Works elementwise on arrays or on floats. Returns the new ``(w, h)``.
+    """
+    distance = w * h * expand_ratio / (2.0 * (w + h))
+    return w + 2.0 * distance, h + 2.0 * distance
+
+
+def box_points(rects: np.ndarray) -> np.ndarray:
+    """``cv2.boxPoints`` for many rectangles at once: (N, 5) ``[cx, cy, w, h, angle_deg]`` -> float64 (N, 4, 2).
+
+    The formula of OpenCV's ``RotatedRect::points``, in float64 (cv2 rounds to float32).
+    """
+    cx, cy, w, h, angle = (rects[:, i] for i in range(5))
+    rad = np.deg2rad(angle)
+    b, a = np.cos(rad) * 0.5, np.sin(rad) * 0.5
+    p0x, p0y = cx - a * h - b * w, cy + b * h - a * w
+    p1x, p1y = cx + a * h - b * w, cy - b * h - a * w
+    xs = np.stack([p0x, p1x, 2.0 * cx - p0x, 2.0 * cx - p1x], axis=1)
+    ys = np.stack([p0y, p1y, 2.0 * cy - p0y, 2.0 * cy - p1y], axis=1)
+    return np.stack([xs, ys], axis=2)
+
+
+def order_quads(boxes: np.ndarray) -> np.ndarray:
+    """``geometry.order_points_clockwise`` vectorised: (N, 4, 2) -> TL, TR, BR, BL per box.
+
+    The two leftmost points (stable sort by x) are TL, BL (by y, stable), the two rightmost TR, BR.
+    """
+    rows = np.arange(len(boxes))[:, None]
+    by_x = boxes[rows, np.argsort(boxes[..., 0], axis=1, kind="stable")]
+    swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp), (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)
+    pick = np.stack([swap[0], 2 + swap[1], 3 - swap[1], 1 - swap[0]], axis=1)  # TL, TR, BR, BL in by_x
+    return by_x[rows, pick]
+
+
+def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tuple[float, ...]:
+    """One rectangle's corners TL, TR, BR, BL as 8 floats ``x0, y0, ..., x3, y3``, in pure Python.
+
+    ``box_points`` + ``order_quads`` for one box; cheaper than numpy below a few dozen boxes.
+    """
+    rad = math.radians(angle)
+    b, a = math.cos(rad) * 0.5, math.sin(rad) * 0.5
+    ah, bw, bh, aw = a * h, b * w, b * h, a * w
+    xs = (cx - ah - bw, cx + ah - bw, cx + ah + bw, cx - ah + bw)
+    ys = (cy + bh - aw, cy - bh - aw, cy - bh + aw, cy + bh + aw)
+    l0, l1, r0, r1 = sorted(range(4), key=xs.__getitem__)  # stable
+    if ys[l0] > ys[l1]:
+        l0, l1 = l1, l0
+    if ys[r0] > ys[r1]:
+        r0, r1 = r1, r0
+    return xs[l0], ys[l0], xs[r0], ys[r0], xs[r1], ys[r1], xs[l1], ys[l1]
 
 
 def _mean_inside(prob: np.ndarray, poly: np.ndarray) -> float:
@@ -78,11 +189,15 @@ class DBPostprocess:
     Args:
         box_type: "quad" (4 points TL, TR, BR, BL) or "poly" (the unclipped contour approximation).
         binary_thresh: pixels with ``P >= binary_thresh`` are text.
-        box_thresh: candidates whose mean score is below this are dropped.
+        box_thresh: candidates whose score is below this are dropped.
         max_candidates: at most this many contours are examined per image.
         expand_ratio: unclip ratio r in ``D = area * r / perimeter``.
-        score_mode: "fast" (box / approximated polygon) or "slow" (exact contour).
-        use_dilation: dilate the bitmap with a 2x2 kernel before finding contours.
+        score_mode: "bitmap" (default, MindOCR's score: mean of P over the foreground bitmap pixels in the
+            contour's bounding box; what MindOCR configs' ``box_thresh`` is calibrated for), "fast"
+            (PaddleOCR's: mean of P inside the min-area box / approximated polygon) or "slow" (PaddleOCR's:
+            mean of P inside the contour). See the module docstring.
+        use_dilation: dilate the bitmap with a 2x2 kernel before finding contours ("bitmap" scores still
+            use the undilated foreground ``P >= binary_thresh``).
         pred_name: which map of a model output dict to use.
         rescale_fields: accepted for MindOCR configs (``["polys"]``); the polygons are always rescaled.
     """
@@ -94,7 +209,7 @@ class DBPostprocess:
         box_thresh: float = 0.7,
         max_candidates: int = 1000,
         expand_ratio: float = 1.5,
-        score_mode: str = "fast",
+        score_mode: str = "bitmap",
         use_dilation: bool = False,
         pred_name: str = "binary",
         rescale_fields: Sequence[str] | None = None,
@@ -129,13 +244,19 @@ class DBPostprocess:
 
         Args:
             pred: model output dict (uses ``pred_name``), or a tensor / array (N,1,H,W) or (N,H,W) of
-                probabilities.
+                probabilities (float32 avoids a conversion). A dict may also hold ``"bitmap"``: the
+                thresholded map ``P >= binary_thresh`` already computed (e.g. on the GPU), bool or uint8
+                (nonzero = text), (N,1,H,W) or (N,H,W), tensor or array; step 1's threshold is then skipped
+                (the probabilities are still needed, for the scores).
             shape_list: (N, 4) ``[src_h, src_w, scale_h, scale_w]`` per image, or None to keep map pixels.
 
         Returns:
             One dict per image: ``{"polys": list of float32 (P, 2) arrays, "scores": list of float}``.
         """
         maps = _to_numpy_maps(pred, self.pred_name)
+        bitmaps = None
+        if isinstance(pred, Mapping) and pred.get("bitmap") is not None:
+            bitmaps = _to_numpy_bitmaps(pred["bitmap"], maps.shape)
         shapes = None
         if shape_list is not None:
             if hasattr(shape_list, "detach"):
@@ -145,68 +266,139 @@ class DBPostprocess:
                 raise ValueError(
                     f"DBPostprocess: shape_list must be (N, 4) with N = {maps.shape[0]}, got {np.shape(shape_list)}"
                 )
+            if not (shapes > 0).all():
+                raise ValueError(f"DBPostprocess: shape_list values must be > 0, got {shapes.tolist()}")
+            shapes = shapes.tolist()
         results = []
         for i, prob in enumerate(maps):
-            polys, scores = self.extract(prob)
-            polys = [self._rescale(p, prob.shape, None if shapes is None else shapes[i]) for p in polys]
+            bitmap = None if bitmaps is None else bitmaps[i]
+            shape = None if shapes is None else shapes[i]
+            if self.box_type == "quad":
+                rects, scores = self._quad_rects(prob, bitmap)
+                polys = _finish_quads(rects, prob.shape, shape)
+            else:
+                polys, scores = self.extract(prob, bitmap)
+                polys = [_rescale(p[None], prob.shape, shape)[0] for p in polys]
             results.append({"polys": polys, "scores": scores})
         return results
 
-    def extract(self, prob: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
-        """Candidates of one (H, W) float32 probability map, in (unrounded) map pixels."""
-        bitmap = (prob >= self.binary_thresh).view(np.uint8)  # bool -> uint8 without a copy
-        if self.use_dilation:
-            bitmap = cv2.dilate(bitmap, _DILATION_KERNEL)
-        contours, _ = cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+    def extract(self, prob: np.ndarray, bitmap: np.ndarray | None = None) -> tuple[list[np.ndarray], list[float]]:
+        """Candidates of one (H, W) float32 probability map, in (unrounded, unclipped) map pixels.
+
+        ``bitmap``: the (H, W) uint8 foreground ``P >= binary_thresh`` when already computed.
+        """
+        if self.box_type == "quad":
+            rects, scores = self._quad_rects(prob, bitmap)
+            boxes = order_quads(box_points(np.array(rects, dtype=np.float64).reshape(-1, 5)))
+            return list(boxes.astype(np.float32)), scores
+        bitmap, contours = self._contours(prob, bitmap)
         polys, scores = [], []
-        for contour in contours[: self.max_candidates]:
-            found = self._candidate(prob, contour)
+        for contour in contours:
+            found = self._poly_candidate(prob, bitmap, contour)
             if found is not None:
                 polys.append(found[0])
                 scores.append(found[1])
         return polys, scores
 
-    def _candidate(self, prob: np.ndarray, contour: np.ndarray) -> tuple[np.ndarray, float] | None:
-        """One contour -> (points float32 (P, 2), score), or None when it is filtered out."""
-        if self.box_type == "quad":
-            rect, short_side = _short_side(contour)
-            if short_side < _MIN_SIDE:
-                return None
-            points = cv2.boxPoints(rect)
-            # geometry.unclip_distance on this rectangle, without its numpy overhead per contour
-            (rw, rh), perimeter = rect[1], 2.0 * (rect[1][0] + rect[1][1])
-            distance = rw * rh * self.expand_ratio / perimeter
-        else:
-            epsilon = _POLY_EPSILON * cv2.arcLength(contour, True)
-            points = cv2.approxPolyDP(contour, epsilon, True).reshape(-1, 2).astype(np.float32)
-            if points.shape[0] < 4:
-                return None
-            distance = unclip_distance(points, self.expand_ratio)
+    def _contours(self, prob: np.ndarray, bitmap: np.ndarray | None) -> tuple[np.ndarray, Sequence[np.ndarray]]:
+        """The foreground bitmap (uint8) and the first ``max_candidates`` contours of (maybe dilated) it."""
+        if bitmap is None:
+            bitmap = threshold_map(prob, self.binary_thresh)
+        source = cv2.dilate(bitmap, _DILATION_KERNEL) if self.use_dilation else bitmap
+        contours, _ = cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+        return bitmap, contours[: self.max_candidates]
+
+    def _score(self, prob: np.ndarray, bitmap: np.ndarray, contour: np.ndarray, bbox: Sequence[int] | None,
+               points: np.ndarray | None) -> float:
+        """The candidate's score per ``score_mode``; ``points``: its box / approximated polygon (for "fast")."""
+        if self.score_mode == "bitmap":
+            x, y, w, h = cv2.boundingRect(contour) if bbox is None else bbox
+            return cv2.mean(prob[y : y + h, x : x + w], bitmap[y : y + h, x : x + w])[0]
         if self.score_mode == "fast":
-            score = _mean_inside(prob, points)
-        else:
-            score = _mean_inside(prob, contour.reshape(-1, 2).astype(np.float32))
+            return _mean_inside(prob, points)
+        return _mean_inside(prob, contour.reshape(-1, 2).astype(np.float32))
+
+    def _quad_rects(self, prob: np.ndarray, bitmap: np.ndarray | None) -> tuple[list[tuple], list[float]]:
+        """Quad candidates of one map: unclipped rectangles ``(cx, cy, w, h, angle)`` in map pixels, and scores."""
+        bitmap, contours = self._contours(prob, bitmap)
+        if not contours:
+            return [], []
+        # Filter with numpy before the per-contour loop. The contour's points lie in its bounding box,
+        # a (bw - 1) x (bh - 1) rectangle, so minAreaRect's area s * l >= s^2 is at most (bw - 1)(bh - 1):
+        # a product < 9 means a short side s < 3, which step 3 would drop. This removes most noise specks.
+        bboxes = np.array([cv2.boundingRect(c) for c in contours], dtype=np.int64)
+        keep = np.flatnonzero((bboxes[:, 2] - 1) * (bboxes[:, 3] - 1) >= _MIN_SIDE * _MIN_SIDE).tolist()
+        bboxes_list = bboxes.tolist()
+        rects, scores = [], []
+        box_thresh, ratio, mode, mean = self.box_thresh, self.expand_ratio, self.score_mode, cv2.mean
+        for i in keep:
+            contour = contours[i]
+            rect = cv2.minAreaRect(contour)
+            (cx, cy), (rw, rh), angle = rect
+            if rw < _MIN_SIDE or rh < _MIN_SIDE:
+                continue
+            if mode == "bitmap":  # inline: the common path, one C call
+                x, y, w, h = bboxes_list[i]
+                score = mean(prob[y : y + h, x : x + w], bitmap[y : y + h, x : x + w])[0]
+            else:
+                score = self._score(prob, bitmap, contour, None, cv2.boxPoints(rect) if mode == "fast" else None)
+            if score < box_thresh:
+                continue
+            rw, rh = unclip_rect(rw, rh, ratio)
+            if rw < _MIN_SIDE + 2 or rh < _MIN_SIDE + 2:
+                continue
+            rects.append((cx, cy, rw, rh, angle))
+            scores.append(score)
+        return rects, scores
+
+    def _poly_candidate(self, prob: np.ndarray, bitmap: np.ndarray,
+                        contour: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """One contour -> (polygon float32 (P, 2), score), or None when it is filtered out."""
+        epsilon = _POLY_EPSILON * cv2.arcLength(contour, True)
+        points = cv2.approxPolyDP(contour, epsilon, True).reshape(-1, 2).astype(np.float32)
+        if points.shape[0] < 4:
+            return None
+        score = self._score(prob, bitmap, contour, None, points)
         if score < self.box_thresh:
             return None
-        expanded = offset_polygon(points, distance)
+        expanded = offset_polygon(points, unclip_distance(points, self.expand_ratio))
         if len(expanded) != 1:  # vanished, or split into pieces (only a concave polygon can split)
             return None
-        rect, short_side = _short_side(expanded[0])
-        if short_side < _MIN_SIDE + 2:
+        sides = cv2.minAreaRect(expanded[0].reshape(-1, 1, 2).astype(np.float32))[1]
+        if min(sides) < _MIN_SIDE + 2:
             return None
-        if self.box_type == "quad":
-            return order_points_clockwise(cv2.boxPoints(rect)), score
         return expanded[0].astype(np.float32), score
 
-    @staticmethod
-    def _rescale(poly: np.ndarray, map_hw: tuple[int, int], shape: np.ndarray | None) -> np.ndarray:
-        """Map pixels -> original-image pixels (rounded after the division), clipped to the image."""
-        poly = poly.astype(np.float64)
-        if shape is None:
-            h, w = map_hw
-        else:
-            h, w, scale_h, scale_w = shape
-            poly = np.round(poly / np.array([scale_w, scale_h]))
-        poly[:, 0] = np.clip(poly[:, 0], 0, w - 1)
-        poly[:, 1] = np.clip(poly[:, 1], 0, h - 1)
-        return (poly + 0.0).astype(np.float32)  # + 0.0 turns a rounded -0.0 into 0.0
+
+def _rescale(polys: np.ndarray, map_hw: tuple[int, int], shape: Sequence[float] | None,
+             copy: bool = True) -> np.ndarray:
+    """(K, P, 2) map pixels -> float32 original-image pixels (rounded after the division), clipped to the image.
+
+    ``copy=False``: ``polys`` (float64) may be overwritten.
+    """
+    polys = np.array(polys, dtype=np.float64, copy=copy)  # worked on in place
+    if shape is None:
+        h, w = map_hw
+    else:
+        h, w, scale_h, scale_w = shape
+        polys /= (scale_w, scale_h)
+        np.round(polys, out=polys)
+    np.maximum(polys, 0.0, out=polys)
+    np.minimum(polys, (w - 1, h - 1), out=polys)
+    polys += 0.0  # turns a rounded -0.0 into 0.0
+    return polys.astype(np.float32)
+
+
+def _finish_quads(rects: list[tuple], map_hw: tuple[int, int], shape: Sequence[float] | None) -> list[np.ndarray]:
+    """Unclipped rectangles -> corners TL, TR, BR, BL, rescaled and clipped: a list of float32 (4, 2) arrays.
+
+    The corners in pure Python per box below ``_VECTORISE_FROM`` boxes (a numpy call costs about as much as
+    a box), with numpy above; the rescale with numpy over all boxes at once.
+    """
+    if not rects:
+        return []
+    if len(rects) >= _VECTORISE_FROM:
+        boxes = order_quads(box_points(np.array(rects, dtype=np.float64)))
+    else:
+        boxes = np.array([quad_corners(*rect) for rect in rects], dtype=np.float64).reshape(-1, 4, 2)
+    return list(_rescale(boxes, map_hw, shape, copy=False))
