@@ -18,10 +18,16 @@ Parts (each in its own try/except; a failing part prints why and the others stil
 (a) pipeline: the user's training ``transform_pipeline`` (``--config``, default
     shared/fixtures/mindocr_db_r50_user.yaml) built by MindOCR's own ``create_transforms`` with
     ``{"is_train": True, "use_minddata": False}`` (what ``DetDataset`` passes) and run with
-    ``run_transforms``; and by textdet's ``build_transforms(fuse=True)`` (plus ``fuse=False``, the
-    sequential reference, for information). Same images in the same order, seeded RNGs
+    ``run_transforms``; and by textdet as training runs it in a loader worker:
+    ``split_device_normalize(build_transforms(pipeline, fuse=True))``, i.e. without the trailing
+    NormalizeImage + ToCHWImage, which ``textdet.engine.feed.DeviceInput`` does per batch on the
+    device. That device step is timed on its own (``DeviceInput.images`` on a uint8 CPU batch of 8,
+    ms per sample; on a GPU it is far cheaper). For information and continuity with the figures
+    before 2026-12-02, the full pipeline with normalisation in the worker ("textdet-full") and
+    ``fuse=False`` (the sequential reference) run in the same rounds. Same images in the same order, seeded RNGs
     (``np.random.seed`` + MindSpore's dataset seed for MindOCR, ``np.random.default_rng`` for
-    textdet); rounds interleaved (M, T, T, M, ...) so that load changes on a shared machine hit both.
+    textdet); rounds interleaved (M, T, F, S, S, F, T, M, ...) so that load changes on a shared machine
+    hit every side.
     A sample's time includes handing it off as a loader must: the output columns as C-contiguous
     arrays (MindOCR's ToCHWImage returns a transposed *view*, whose copy MindOCR pays later when
     the batch is made; textdet's is already contiguous). By default the process is pinned to ONE
@@ -517,84 +523,40 @@ def _box_key(poly: np.ndarray) -> tuple:
 
 def compare_boxes(a: list, b: list) -> dict:
     """Pair boxes of two lists by nearest centre (<= 10 px); the worst symmetric vertex distance over the pairs
-    (each vertex to the nearest vertex of the other box, so the vertex order does not matter)."""
+    (each vertex to the nearest vertex of the other box, so the vertex order does not matter), and that
+    distance per pair (``pair_diffs_px``)."""
     a = [np.asarray(p, np.float64).reshape(-1, 2) for p in a]
     b = [np.asarray(p, np.float64).reshape(-1, 2) for p in b]
     if not a or not b:
-        return {"matched": 0, "max_vertex_diff_px": None}
+        return {"matched": 0, "max_vertex_diff_px": None, "pair_diffs_px": []}
     ca = np.array([p.mean(0) for p in a])
     cb = np.array([p.mean(0) for p in b])
     d = np.linalg.norm(ca[:, None] - cb[None], axis=2)
-    worst, matched = 0.0, 0
+    pair_diffs = []
     for i in range(len(a)):
         j = int(np.argmin(d[i]))
         if d[i, j] > 10:
             continue
         vd = np.linalg.norm(a[i][:, None] - b[j][None], axis=2)
-        worst = max(worst, float(vd.min(axis=1).max()), float(vd.min(axis=0).max()))
-        matched += 1
-    return {"matched": matched, "max_vertex_diff_px": worst}
+        pair_diffs.append(max(float(vd.min(axis=1).max()), float(vd.min(axis=0).max())))
+    return {"matched": len(pair_diffs), "max_vertex_diff_px": max(pair_diffs, default=0.0), "pair_diffs_px": pair_diffs}
 
 
-def lean_quad_postprocess(
-    prob: np.ndarray,
-    shape: np.ndarray,
-    binary_thresh: float = 0.3,
-    box_thresh: float = 0.6,
-    max_candidates: int = 1000,
-    expand_ratio: float = 1.5,
-) -> list[np.ndarray]:
-    """PROTOTYPE, not textdet code: the quad path with the per-contour Python cut to the bone.
-
-    Same steps and scores as textdet's ``score_mode="fast"`` quad path, but the unclip of a rectangle
-    is analytic (a round-join offset of a w x h rectangle by D has the minimum-area rectangle
-    (w + 2D) x (h + 2D), same centre and angle, up to pyclipper's integer lattice), so there is no
-    pyclipper call and no second minAreaRect; corner ordering and rescaling are vectorised over all
-    boxes. Timed as "what-if" only.
-    """
-    h, w = prob.shape
-    bitmap = (prob >= binary_thresh).view(np.uint8)
-    contours, _ = cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
-    rects = []
-    for contour in contours[:max_candidates]:
-        (cx, cy), (rw, rh), angle = cv2.minAreaRect(contour)
-        if rw < 3 or rh < 3:
-            continue
-        pts = cv2.boxPoints(((cx, cy), (rw, rh), angle))
-        x0, y0 = pts.min(axis=0)
-        x1, y1 = pts.max(axis=0)
-        x0, y0 = min(max(int(x0), 0), w - 1), min(max(int(y0), 0), h - 1)
-        x1, y1 = min(max(int(x1) + 1, 0), w - 1), min(max(int(y1) + 1, 0), h - 1)
-        mask = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
-        cv2.fillPoly(mask, [(pts - (x0, y0)).astype(np.int32)], 1)
-        if cv2.mean(prob[y0 : y1 + 1, x0 : x1 + 1], mask)[0] < box_thresh:
-            continue
-        d = rw * rh * expand_ratio / (2.0 * (rw + rh))
-        if min(rw, rh) + 2 * d < 5:
-            continue
-        rects.append(cv2.boxPoints(((cx, cy), (rw + 2 * d, rh + 2 * d), angle)))
-    if not rects:
-        return []
-    boxes = np.stack(rects).astype(np.float64)  # (N, 4, 2)
-    # textdet's order_points_clockwise, vectorised: two leftmost by x -> (TL, BL) by y, two rightmost -> (TR, BR)
-    boxes = np.take_along_axis(boxes, np.argsort(boxes[..., 0], axis=1, kind="stable")[..., None], axis=1)
-    left, right = boxes[:, :2], boxes[:, 2:]
-    left = np.take_along_axis(left, np.argsort(left[..., 1], axis=1, kind="stable")[..., None], axis=1)
-    right = np.take_along_axis(right, np.argsort(right[..., 1], axis=1, kind="stable")[..., None], axis=1)
-    boxes = np.stack([left[:, 0], right[:, 0], right[:, 1], left[:, 1]], axis=1)
-    src_h, src_w, scale_h, scale_w = (float(v) for v in shape)
-    boxes = np.round(boxes / (scale_w, scale_h))
-    np.clip(boxes[..., 0], 0, src_w - 1, out=boxes[..., 0])
-    np.clip(boxes[..., 1], 0, src_h - 1, out=boxes[..., 1])
-    return list(boxes.astype(np.float32))
+def vertex_diff_stats(diffs: list[dict]) -> dict:
+    """Per matched pair worst vertex distance (px), over all maps: median, 95th percentile, max, share <= 1 px."""
+    v = np.array([x for d in diffs for x in d["pair_diffs_px"]], np.float64)
+    if not len(v):
+        return {}
+    return {"median": float(np.median(v)), "p95": float(np.percentile(v, 95)), "max": float(v.max()),
+            "share_le_1px": float((v <= 1.0).mean())}
 
 
 def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val: list[dict]) -> dict:
     from textdet.postprocess import DBPostprocess
 
     pp_cfg = {k: v for k, v in (cfg.get("postprocess") or {}).items() if k != "name"}
-    ours = DBPostprocess(**pp_cfg)
-    ours_slow = DBPostprocess(**{**pp_cfg, "score_mode": "slow"})
+    ours = DBPostprocess(**pp_cfg)  # score_mode="bitmap": MindOCR's score
+    ours_fast = DBPostprocess(**{**pp_cfg, "score_mode": "fast"})  # PaddleOCR's box mean (textdet's old default)
     mine = mo["DBPostprocess"](**pp_cfg) if mo is not None else None
     h, w = args.map_size
     sets: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
@@ -625,20 +587,20 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
         entry["boxes_textdet"] = int(sum(len(p) for p in out_ours))
         pairs = list(zip(batches, shape_rows, strict=True))
         funcs = {"textdet": lambda pairs=pairs: [ours(b, s) for b, s in pairs]}
-        # information: textdet with score_mode="slow" (mean inside the contour, closer to MindOCR's score)
-        out_slow = [ours_slow(b, s)[0]["polys"] for b, s in zip(batches, shape_rows, strict=True)]
-        entry["boxes_textdet_slow_score"] = int(sum(len(p) for p in out_slow))
-        funcs["textdet-slow-score"] = lambda pairs=pairs: [ours_slow(b, s) for b, s in pairs]
-        if ours.box_type == "quad":  # what-if prototype (quad only)
-            kw = {k: getattr(ours, k) for k in ("binary_thresh", "box_thresh", "max_candidates", "expand_ratio")}
-            out_lean = [lean_quad_postprocess(b[0, 0], s[0], **kw) for b, s in zip(batches, shape_rows, strict=True)]
-            entry["boxes_prototype_lean_quad"] = int(sum(len(p) for p in out_lean))
-            lean_diffs = [compare_boxes(a, b) for a, b in zip(out_ours, out_lean, strict=True)]
-            md = [d["max_vertex_diff_px"] for d in lean_diffs if d["max_vertex_diff_px"] is not None]
-            entry["prototype_max_vertex_diff_vs_textdet_px"] = max(md) if md else None
-            funcs["prototype-lean-quad"] = lambda pairs=pairs, kw=kw: [
-                lean_quad_postprocess(b[0, 0], s[0], **kw) for b, s in pairs
-            ]
+        # information: score_mode="fast" (PaddleOCR's mean inside the min-area box, textdet's default before)
+        out_fast = [ours_fast(b, s)[0]["polys"] for b, s in zip(batches, shape_rows, strict=True)]
+        entry["boxes_textdet_fast_score"] = int(sum(len(p) for p in out_fast))
+        funcs["textdet-fast-score"] = lambda pairs=pairs: [ours_fast(b, s) for b, s in pairs]
+        # information: the engine path, the bitmap P >= binary_thresh made on the device and handed over with P
+        # (pred["bitmap"]); it is made here, before timing, so the CPU threshold is not counted
+        given = [({"binary": b, "bitmap": b >= ours.binary_thresh}, s) for b, s in pairs]
+        out_given = [ours(g, s)[0]["polys"] for g, s in given]
+        entry["boxes_textdet_given_bitmap"] = int(sum(len(p) for p in out_given))
+        entry["given_bitmap_same_output"] = all(
+            len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y, strict=True))
+            for x, y in zip(out_given, out_ours, strict=True)
+        )
+        funcs["textdet-given-bitmap"] = lambda given=given: [ours(g, s) for g, s in given]
         if mine is not None:
             out_mine = [list(mine(b, s)["polys"][0]) for b, s in zip(batches, shape_rows, strict=True)]
             entry["boxes_mindocr"] = int(sum(len(p) for p in out_mine))
@@ -647,6 +609,7 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
             entry["boxes_matched_by_centre"] = int(sum(d["matched"] for d in diffs))
             md = [d["max_vertex_diff_px"] for d in diffs if d["max_vertex_diff_px"] is not None]
             entry["max_vertex_diff_px"] = max(md) if md else None
+            entry["vertex_diff_px"] = vertex_diff_stats(diffs)
             funcs["mindocr"] = lambda pairs=pairs: [mine(b, s) for b, s in pairs]
             if name == "gt":
                 res["_gt_predictions_mindocr"] = out_mine
@@ -901,8 +864,8 @@ def print_summary(result: dict) -> None:
             )
         )
         for side, key in (
-            ("textdet-slow-score", "boxes_textdet_slow_score"),
-            ("prototype-lean-quad", "boxes_prototype_lean_quad"),
+            ("textdet-fast-score", "boxes_textdet_fast_score"),
+            ("textdet-given-bitmap", "boxes_textdet_given_bitmap"),
         ):
             if f"ms_per_map_{side}" in e:
                 r2 = e.get(f"ratio_{side}_over_mindocr", {}).get("median")
@@ -1100,7 +1063,8 @@ def main(argv: list[str] | None = None) -> int:
                         f", MindOCR {e['ms_per_map_mindocr']['median']:.2f} ms/map, ratio "
                         f"{e['ratio_textdet_over_mindocr']['median']:.2f}x; boxes MindOCR {e['boxes_mindocr']} / "
                         f"textdet {e['boxes_textdet']}, same count per map: {e['same_box_count_per_map']}, "
-                        f"max vertex diff {fmt(e['max_vertex_diff_px'])} px"
+                        f"vertex diff per box median {fmt(e['vertex_diff_px'].get('median'), 2)} / "
+                        f"p95 {fmt(e['vertex_diff_px'].get('p95'), 2)} / max {fmt(e['max_vertex_diff_px'], 2)} px"
                         if "ms_per_map_mindocr" in e
                         else ""
                     )

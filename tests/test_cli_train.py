@@ -182,3 +182,19 @@ def test_bad_config_fails_fast_with_location(tmp_path):
     assert out.returncode == 2
     assert "postprocess" in out.stderr and "box_tresh" in out.stderr and "did you mean 'box_thresh'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+USER_CFG = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "mindocr_db_r50_user.yaml")
+
+
+def test_user_config_dry_run_prints_mindocr_banner(synth_root, tmp_path, capsys, monkeypatch):
+    """The user's MindOCR file as is (data path and offline weights overridden): MindOCR's parameter count."""
+    monkeypatch.chdir(tmp_path)
+    args = ["train", "-c", USER_CFG, "--dry-run", "-o", f"train.dataset.dataset_root={synth_root}",
+            "-o", f"eval.dataset.dataset_root={synth_root}", "-o", "model.backbone.pretrained=false"]
+    assert run_cli(*args) == 0
+    out = capsys.readouterr().out
+    assert "Total number of trainable parameters: 25409730" in out
+    assert "Optimizer: SGD" in out and "Global batch size: 1 x 1 x 1 = 1" in out and "AMP level: O0" in out
+    assert "dry run: config, data and model are valid" in out
+    assert not os.path.exists(tmp_path / "tmp_det" / "train_resume.ckpt")

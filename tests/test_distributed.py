@@ -32,7 +32,7 @@ def test_torchrun_two_processes(synth_root, tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     log = open(os.path.join(run, "train.log")).read()
-    assert "Global batch size                    : 2 x 2 x 1 = 4" in log
+    assert "Global batch size: 2 x 2 x 1 = 4" in log
     assert "epoch: [1/1] step: [2/3]" in log  # 12 samples / 2 ranks / batch 2 = 3 steps
     (record,) = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
     assert {"f-score", "recall", "precision"} <= set(record)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +26,8 @@ from textdet.loss import build_loss
 from textdet.metrics import build_metric
 from textdet.models import BACKBONES, HEADS, NECKS, build_model
 from textdet.postprocess import build_postprocess
+
+logger = logging.getLogger("textdet")
 
 # MindOCR's named model presets (models/det_dbnet.py), used when `model.name` is set.
 _FPN = {"name": "DBFPN", "out_channels": 256, "bias": False}
@@ -163,12 +167,23 @@ def build_dataset(cfg: Config, split: str, pipeline: Compose) -> DetDataset:
                       sample_ratio=ds.sample_ratio, seed=cfg.system.seed, config_prefix=f"{split}.dataset")
 
 
+def worker_count(requested: int, world_size: int, key: str) -> int:
+    """``requested`` capped at the cores each process gets, as MindOCR caps it (more only thrash)."""
+    cores = max((os.cpu_count() or 1) // max(world_size, 1), 1)
+    if requested > cores:
+        logger.info("%s=%d but %d CPU core(s) per process are available: using %d worker(s)", key, requested,
+                    cores, cores)
+        return cores
+    return requested
+
+
 def build_split_loader(cfg: Config, split: str, dataset: DetDataset, rank: int, world_size: int,
                        device: torch.device) -> torch.utils.data.DataLoader:
     lc = getattr(cfg, split).loader
     train = split == "train"
+    workers = worker_count(lc.num_workers, world_size, f"{split}.loader.num_workers")
     return build_loader(dataset, batch_size=lc.batch_size, shuffle=lc.shuffle and train,
-                        drop_remainder=lc.drop_remainder if train else False, num_workers=lc.num_workers,
+                        drop_remainder=lc.drop_remainder if train else False, num_workers=workers,
                         seed=cfg.system.seed, rank=rank, world_size=world_size, pin_memory=device.type == "cuda",
                         prefetch_factor=lc.prefetch_factor, persistent_workers=lc.persistent_workers,
                         pad_shards=train)

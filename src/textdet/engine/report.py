@@ -23,8 +23,8 @@ def banner(t: Trainer) -> str:
         ("Distribute", cfg.system.distribute),
         ("Model", f"{model_name} ({backbone}-{(cfg.model.neck or {}).get('name', '')}-"
                   f"{(cfg.model.head or {}).get('name', '')})"),
-        ("Total number of parameters", f"{t.n_params_total:,}"),
-        ("Total number of trainable parameters", f"{t.n_params:,}"),
+        ("Total number of parameters", t.n_params_total),
+        ("Total number of trainable parameters", t.n_params),
         ("Data root", cfg.train.dataset.dataset_root),
         ("Train samples", len(t.train_set)),
         ("Eval samples", len(t.eval_set) if t.eval_set is not None else "no evaluation (val_while_train False)"),
@@ -44,12 +44,11 @@ def banner(t: Trainer) -> str:
          else f"off ({cfg.loss_scaler.type} in the config; scaling only matters for fp16)"),
         ("Compiled", t.compiled),
         ("Device-side normalisation", t.normalize is not None),
-        ("Workers", cfg.train.loader.num_workers),
+        ("Workers", t.train_loader.num_workers),
         ("Run folder", os.path.abspath(t.run_dir)),
     ]
-    width = max(len(k) for k, _ in rows)
-    line = "=" * (width + 40)
-    body = "\n".join(f"{k:<{width}} : {v}" for k, v in rows)
+    line = "=" * 80
+    body = "\n".join(f"{k}: {v}" for k, v in rows)  # MindOCR's "Key: value" lines, greppable alike
     return f"\n{line}\n{body}\n{line}\n{'Start training... (The first epoch takes longer, please wait...)'}"
 
 
