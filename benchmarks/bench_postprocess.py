@@ -1,13 +1,19 @@
 """Time DBPostprocess against a straightforward MindOCR-style loop, and DetMetric throughput.
 
-Run: ``python benchmarks/bench_postprocess.py [--repeats 20] [--images 200]``. Prints ms per map at
-736x1280 with ~30 text blobs for both implementations and their ratio, then images/s for the
-metric (ours vs a per-pair shapely loop as in the official ICDAR script). A script, not a test.
+Run: ``python benchmarks/bench_postprocess.py [--repeats 20] [--images 200]`` (pin it for stable numbers:
+``taskset -c 1 python ...``). Prints ms per map at 736x1280 with ~30 text blobs for: textdet's default
+(``score_mode="bitmap"``, MindOCR's score), ``score_mode="fast"`` (PaddleOCR's), textdet given a
+precomputed bitmap (``pred["bitmap"]``, the engine's device-threshold path), and the MindOCR-style
+loop; rounds interleaved, the ratio is the median of per-round ratios; whether they find the same boxes.
+Then images/s for the metric (ours vs a per-pair shapely loop as in the official ICDAR script).
+A script, not a test; ``benchmarks/bench_vs_mindocr.py`` runs MindOCR's own code.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import time
 
 import cv2
@@ -33,7 +39,8 @@ def synthetic_map(rng: np.random.Generator, h: int = 736, w: int = 1280) -> np.n
 
 
 def mindocr_style(prob: np.ndarray, binary_thresh: float = 0.3, box_thresh: float = 0.7, ratio: float = 1.5) -> list:
-    """Quad mode as MindOCR writes it: bbox-mean score, shapely area/length, pyclipper per contour."""
+    """Quad mode as MindOCR writes it: bbox-mean score, shapely area/length, pyclipper per contour
+    (float points: pyclipper truncates them to its integer lattice)."""
     bitmap = prob >= binary_thresh
     contours, _ = cv2.findContours(bitmap.astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
     out = []
@@ -95,22 +102,71 @@ def timed(fn, repeats: int) -> float:
     return (time.perf_counter() - start) / repeats
 
 
+def max_vertex_diff(a: list, b: list) -> float:
+    """Worst distance from a vertex of a box in ``a`` to the nearest vertex of the box in ``b`` with the nearest
+    centre (vertex order does not matter); inf when the counts differ."""
+    if len(a) != len(b):
+        return float("inf")
+    a = [np.asarray(p, np.float64).reshape(-1, 2) for p in a]
+    b = [np.asarray(p, np.float64).reshape(-1, 2) for p in b]
+    worst = 0.0
+    cb = np.array([q.mean(0) for q in b]).reshape(-1, 2)
+    for p in a:
+        q = b[int(np.argmin(np.linalg.norm(cb - p.mean(0), axis=1)))]
+        worst = max(worst, float(np.linalg.norm(p[:, None] - q[None], axis=2).min(axis=1).max()))
+    return worst
+
+
+def interleaved_ms(funcs: dict, n_maps: int, repeats: int) -> dict[str, list[float]]:
+    """ms per map per round for every function, rounds interleaved (A, B, C, C, B, A, ...)."""
+    for fn in funcs.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {k: [] for k in funcs}
+    for r in range(repeats):
+        for name in list(funcs) if r % 2 == 0 else list(funcs)[::-1]:
+            start = time.perf_counter()
+            funcs[name]()
+            times[name].append(1e3 * (time.perf_counter() - start) / n_maps)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=20, help="interleaved timing rounds over the maps")
+    parser.add_argument("--maps", type=int, default=8, help="synthetic maps per round")
     parser.add_argument("--images", type=int, default=200)
     args = parser.parse_args()
+    cv2.setNumThreads(1)
     rng = np.random.default_rng(0)
-    maps = [synthetic_map(rng) for _ in range(4)]
-    pp = DBPostprocess()
-    ours_n = [len(pp(m[None])[0]["polys"]) for m in maps]
-    ref_n = [len(mindocr_style(m)) for m in maps]
-    t_ours = timed(lambda: [pp(m[None]) for m in maps], args.repeats) / len(maps)
-    t_ref = timed(lambda: [mindocr_style(m) for m in maps], args.repeats) / len(maps)
-    print(f"postprocess 736x1280, boxes per map ours {ours_n} / MindOCR-style {ref_n}")
-    print(f"  ours          {t_ours * 1e3:8.2f} ms/map")
-    print(f"  MindOCR-style {t_ref * 1e3:8.2f} ms/map")
-    print(f"  ratio (MindOCR-style / ours) {t_ref / t_ours:.2f}x")
+    maps = [synthetic_map(rng) for _ in range(args.maps)]
+    pp, pp_fast = DBPostprocess(), DBPostprocess(score_mode="fast")
+    given = [{"binary": m[None], "bitmap": (m >= pp.binary_thresh)[None]} for m in maps]  # made before timing
+    ours = [pp(m[None])[0]["polys"] for m in maps]
+    ref = [mindocr_style(m) for m in maps]
+    same_given = all(
+        all(np.array_equal(p, q) for p, q in zip(pp(g)[0]["polys"], o, strict=True))
+        for g, o in zip(given, ours, strict=True)
+    )
+    worst = max(max_vertex_diff(o, r) for o, r in zip(ours, ref, strict=True))
+    print(f"postprocess 736x1280, {args.maps} maps, load average {os.getloadavg()[0]:.2f}")
+    print(f"  boxes per map: textdet {[len(p) for p in ours]} / MindOCR-style {[len(p) for p in ref]}")
+    print(f"  fast score boxes per map: {[len(pp_fast(m[None])[0]['polys']) for m in maps]}")
+    print(f"  max vertex diff textdet vs MindOCR-style: {worst:.2f} px (MindOCR's pyclipper lattice); "
+          f"given-bitmap output identical: {same_given}")
+    times = interleaved_ms(
+        {
+            "MindOCR-style": lambda: [mindocr_style(m) for m in maps],
+            "textdet": lambda: [pp(m[None]) for m in maps],
+            "textdet fast score": lambda: [pp_fast(m[None]) for m in maps],
+            "textdet given bitmap": lambda: [pp(g) for g in given],
+        },
+        len(maps),
+        args.repeats,
+    )
+    for name, ts in times.items():
+        ratio = statistics.median(a / b for a, b in zip(times["MindOCR-style"], ts, strict=True))
+        print(f"  {name:<21} {statistics.median(ts):8.2f} ms/map   MindOCR-style / this {ratio:5.2f}x")
+    print(f"  load average after: {os.getloadavg()[0]:.2f}")
 
     images = []
     for _ in range(args.images):

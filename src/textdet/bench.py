@@ -102,12 +102,13 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     pipe.timing = False
     stats = dict(pipe.stats)
     loader = build.build_split_loader(cfg, "train", dataset, 0, 1, torch.device("cpu"))
-    workers = cfg.train.loader.num_workers
+    workers = loader.num_workers  # the engine caps the configured count at the available cores
     rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
     return {
         "samples_per_s": used / max(one_process, 1e-9),
         "samples_per_s_workers": rate_workers,
         "num_workers": workers,
+        "num_workers_config": cfg.train.loader.num_workers,
         "ms_per_sample": 1000 * one_process / max(used, 1),
         "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
         "n": n,
@@ -243,7 +244,7 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     elapsed = time.perf_counter() - start
     return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
             "data_wait_share": wait / max(elapsed, 1e-9), "steps": n, "batch_size": trainer.train_loader.batch_size,
-            "num_workers": cfg.train.loader.num_workers, "device": str(device), "amp_level": trainer.amp.describe(),
+            "num_workers": trainer.train_loader.num_workers, "device": str(device), "amp_level": trainer.amp.describe(),
             "compiled": trainer.compiled}
 
 

@@ -28,15 +28,19 @@ class ModelEMA:
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
+        """One EMA step; the tensor pairs are collected once, then updated with fused foreach ops."""
+        if getattr(self, "_pairs", None) is None or self._source is not model:
+            src, dst = model.state_dict(), self.module.state_dict()
+            floats = [(dst[k], src[k]) for k in dst if dst[k].dtype.is_floating_point]
+            self._pairs = ([d for d, _ in floats], [s for _, s in floats])
+            self._others = [(dst[k], src[k]) for k in dst if not dst[k].dtype.is_floating_point]
+            self._source = model
         self.updates += 1
         d = self.current_decay()
-        src = model.state_dict()
-        for name, v in self.module.state_dict().items():
-            s = src[name].detach()
-            if v.dtype.is_floating_point:
-                v.mul_(d).add_(s.to(v.dtype), alpha=1.0 - d)
-            else:
-                v.copy_(s)
+        ema_t, model_t = self._pairs
+        torch._foreach_lerp_(ema_t, model_t, 1.0 - d)  # ema = d * ema + (1 - d) * model
+        for dst, src in self._others:  # e.g. BN's num_batches_tracked
+            dst.copy_(src)
 
     def state_dict(self) -> dict:
         return {"module": self.module.state_dict(), "updates": self.updates, "decay": self.decay}

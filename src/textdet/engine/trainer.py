@@ -141,8 +141,30 @@ class Trainer:
         for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
             logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("device + checks setup")
+        resume_path = self._build_data()
+        self._build_model(resume_path)
+        self._build_optimisation()
+        self._wrap(compile)
 
-        # Checks first, then data: a typo or a wrong path fails in seconds, before any model is built.
+        # State.
+        self.epoch, self.global_step, self.best = 0, 0, -math.inf
+        self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
+        if resume_path:
+            self._resume(resume_path)
+        self.feed = DeviceInput(self.device, self.normalize, channels_last=self.device.type == "cuda")
+        self.sink = cfg.train.dataset_sink_mode
+        self.evaluator = None
+        if self.evaluate_enabled:
+            eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
+                                                   self.device)
+            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,
+                                       DeviceInput(self.device, self.eval_normalize), self.amp, self.progress)
+        self.startup.mark("checkpoint/resume")
+
+    # ----------------------------------------------------------------------------------------- set-up
+    def _build_data(self) -> str | None:
+        """Checks first, then data: a typo or a wrong path fails in seconds, before any model is built."""
+        cfg, dry_run = self.cfg, self.dry_run
         build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
         train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"))
         self.train_set = build.build_dataset(cfg, "train", train_pipe)
@@ -157,15 +179,18 @@ class Trainer:
         # resumed run starts at a later epoch, whose order is only known after loading.
         resume_path = self._resume_path()
         self._early_iter = None
-        if cfg.train.loader.num_workers > 0 and not dry_run and resume_path is None:
+        if self.train_loader.num_workers > 0 and not dry_run and resume_path is None:
             self.train_loader.sampler.set_epoch(0)
             self._early_iter = iter(self.train_loader)
         self.postprocess = build.build_postprocess_from_config(cfg)
         self.metric = build.build_metric_from_config(cfg)
         self.indicator = build.main_indicator(cfg)
         self.startup.mark("data index")
+        return resume_path
 
-        # Model, loss, precision.
+    def _build_model(self, resume_path: str | None) -> None:
+        """Model (ImageNet weights skipped when resuming), loss and precision settings."""
+        cfg = self.cfg
         self.amp = amp_settings(cfg.system.amp_level, self.device.type)
         model = build.build_model_from_config(cfg, pretrained_backbone=False if resume_path else None)
         self.startup.mark("model build + weights")
@@ -179,7 +204,9 @@ class Trainer:
         self.model = model  # the raw module: checkpoints and EMA read it
         self.loss_fn = build.build_loss_from_config(cfg).to(self.device)
 
-        # Optimisation.
+    def _build_optimisation(self) -> None:
+        """Accumulation, LR schedule, optimizer, loss scaler and EMA."""
+        cfg, model = self.cfg, self.model
         self.accum = cfg.train.gradient_accumulation_steps
         self.steps_per_epoch = len(self.train_loader)  # micro-batches
         if self.steps_per_epoch < self.accum:
@@ -201,7 +228,9 @@ class Trainer:
         self.ema = ModelEMA(model, cfg.train.ema_decay) if cfg.train.ema else None
         self.params = [p for p in model.parameters() if p.requires_grad]
 
-        # Parallel and compiled wrappers (forward only; the raw module stays in self.model).
+    def _wrap(self, compile: str) -> None:
+        """DDP and torch.compile wrap the forward only; the raw module stays in self.model."""
+        model = self.model
         self.forward_model: nn.Module = model
         if self.dist.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -212,22 +241,6 @@ class Trainer:
             self.forward_model = torch.compile(self.forward_model)
         self.startup.mark("optimizer + wrappers")
 
-        # State.
-        self.epoch, self.global_step, self.best = 0, 0, -math.inf
-        self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
-        if resume_path:
-            self._resume(resume_path)
-        self.feed = DeviceInput(self.device, self.normalize, channels_last=self.device.type == "cuda")
-        self.sink = cfg.train.dataset_sink_mode
-        self.evaluator = None
-        if self.evaluate_enabled:
-            eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
-                                                   self.device)
-            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,
-                                       DeviceInput(self.device, self.eval_normalize), self.amp, self.progress)
-        self.startup.mark("checkpoint/resume")
-
-    # ----------------------------------------------------------------------------------------- set-up
     def _resume_path(self) -> str | None:
         r = self.cfg.model.resume
         if r is False or r is None or r == "":
@@ -316,7 +329,11 @@ class Trainer:
         bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
         batches = Prefetcher(source, self.feed, enabled=self.sink or self.device.type == "cuda")
         skipped = 0
+        usable = self.opt_steps_per_epoch * self.accum  # a trailing partial accumulation is not stepped
+        self.optimizer.zero_grad(set_to_none=True)
         for i, batch in enumerate(batches):
+            if i >= usable:
+                break
             if epoch == self.epoch and i == 0:
                 self.startup.mark("first batch ready")
                 self.startup.total("total_to_first_batch")
