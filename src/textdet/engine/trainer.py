@@ -166,12 +166,13 @@ class Trainer:
         """Checks first, then data: a typo or a wrong path fails in seconds, before any model is built."""
         cfg, dry_run = self.cfg, self.dry_run
         build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
-        train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"))
+        on_gpu = self.device.type == "cuda"
+        train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), on_gpu)
         self.train_set = build.build_dataset(cfg, "train", train_pipe)
         self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
         self.eval_set = None
         if self.evaluate_enabled:
-            eval_pipe, self.eval_normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+            eval_pipe, self.eval_normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), on_gpu)
             self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
         self.train_loader = build.build_split_loader(cfg, "train", self.train_set, self.dist.rank,
                                                      self.dist.world_size, self.device)
