@@ -54,9 +54,9 @@ def build_trainer(root: str, run_dir: str, width: int, size: int, batch: int) ->
     return trainer
 
 
-def measure(trainer: Trainer, rounds: int, steps: int, warmup: int) -> tuple[dict, dict, list[float]]:
-    """Wall and process-CPU seconds per step of each arm (textdet, bare, bare again), interleaved; and the
-    per-round textdet/bare ratios of the fastest steps."""
+def measure(trainer: Trainer, rounds: int, steps: int, warmup: int) -> tuple[dict[str, list[float]], list[float]]:
+    """Seconds per step of each arm (textdet, bare, bare again), interleaved; and the per-round
+    textdet/bare ratios of the fastest steps."""
     model, loss_fn = trainer.model, trainer.loss_fn
     batch = trainer.feed(next(iter(trainer.train_loader)))
     targets = {k: batch[k] for k in ("binary_map", "mask", "thresh_map", "thresh_mask")}
@@ -77,7 +77,6 @@ def measure(trainer: Trainer, rounds: int, steps: int, warmup: int) -> tuple[dic
 
     arms = {"textdet": textdet_step, "bare": bare_step, "bare (A/A)": bare_step}
     times: dict[str, list[float]] = {k: [] for k in arms}
-    cpu: dict[str, list[float]] = {k: [] for k in arms}
     ratios = []
     for fn in arms.values():
         for _ in range(warmup):
@@ -88,17 +87,16 @@ def measure(trainer: Trainer, rounds: int, steps: int, warmup: int) -> tuple[dic
         for name in names[r % 3:] + names[:r % 3]:  # rotate the order: no arm always runs first
             ts = []
             for _ in range(steps):
-                start, start_cpu = time.perf_counter(), time.process_time()
+                start = time.perf_counter()
                 arms[name]()
                 ts.append(time.perf_counter() - start)
-                cpu[name].append(time.process_time() - start_cpu)
             times[name] += ts
             per_round[name] = min(ts)
         ratios.append(per_round["textdet"] / per_round["bare"])
-    return times, cpu, ratios
+    return times, ratios
 
 
-def report(title: str, times: dict[str, list[float]], cpu: dict[str, list[float]], ratios: list[float]) -> None:
+def report(title: str, times: dict[str, list[float]], ratios: list[float]) -> None:
     """Medians, minima (the least-disturbed step: contention only ever adds time) and the overhead by each."""
     print(title)
     med = {k: 1000 * statistics.median(v) for k, v in times.items()}
@@ -115,7 +113,7 @@ def report(title: str, times: dict[str, list[float]], cpu: dict[str, list[float]
           f"{100 * (low['bare (A/A)'] / low['bare'] - 1):+.2f}% (minima)")
     # CPU time of this process (all its threads) is far less sensitive to being descheduled than wall time.
     c = {k: 1000 * statistics.median(v) for k, v in cpu.items()}
-    print(f"  process CPU ms/step (medians): " + ", ".join(f"{k} {v:.2f}" for k, v in c.items())
+    print("  process CPU ms/step (medians): " + ", ".join(f"{k} {v:.2f}" for k, v in c.items())
           + f"; overhead {100 * (c['textdet'] / c['bare'] - 1):+.2f}%, A/A {100 * (c['bare (A/A)'] / c['bare'] - 1):+.2f}%")
 
 
@@ -128,24 +126,28 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--no-tiny", action="store_true", help="skip the tiny-model run (absolute cost in ms)")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's, one per core)")
     args = parser.parse_args()
+    if args.threads:
+        # One thread is far steadier on a shared machine: with two, every parallel region waits at an
+        # OpenMP barrier for whichever thread another process has descheduled.
+        torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     tmp = tempfile.mkdtemp(prefix="textdet_overhead_")
     root = os.path.join(tmp, "synth")
     generate_dataset(root, n_train=max(args.batch, 4), n_val=0, seed=0, size=(args.size, args.size), progress=False)
     trainer = build_trainer(root, os.path.join(tmp, "run"), args.width, args.size, args.batch)
     n_params = sum(p.numel() for p in trainer.model.parameters())
-    times, cpu, ratios = measure(trainer, args.rounds, args.steps, args.warmup)
+    times, ratios = measure(trainer, args.rounds, args.steps, args.warmup)
     report(f"DBNet-R18 width {args.width} ({n_params / 1e6:.1f} M params), {args.batch}x3x{args.size}x{args.size}, "
-           f"CPU, {torch.get_num_threads()} threads, {args.rounds} rounds x {args.steps} steps per arm", times, cpu,
-           ratios)
+           f"CPU, {torch.get_num_threads()} threads, {args.rounds} rounds x {args.steps} steps per arm", times, ratios)
     if not args.no_tiny:
         # The engine's own cost is fixed per step (Python bookkeeping), so a model whose compute is
         # tiny shows it in absolute ms, with far less noise than a difference of two big figures.
         tiny = build_trainer(root, os.path.join(tmp, "run_tiny"), 8, 64, 2)
-        times, cpu, ratios = measure(tiny, args.rounds * 2, args.steps * 5, args.warmup)
+        times, ratios = measure(tiny, args.rounds * 2, args.steps * 5, args.warmup)
         report(f"tiny DBNet-R18 width 8, 2x3x64x64 (absolute engine cost), {args.rounds * 2} rounds x "
-               f"{args.steps * 5} steps per arm", times, cpu, ratios)
+               f"{args.steps * 5} steps per arm", times, ratios)
     print(f"  load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")
 
 

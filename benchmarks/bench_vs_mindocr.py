@@ -286,8 +286,19 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
     ours, norm = split_device_normalize(build_transforms(copy.deepcopy(pipeline), fuse=True))
     ours_full = build_transforms(copy.deepcopy(pipeline), fuse=True)
     ours_seq = build_transforms(copy.deepcopy(pipeline), fuse=False)
+    # The decoded-image cache (train.dataset.cache_images): from the second epoch on, a worker copies
+    # the decoded image out of shared memory instead of decoding the JPEG. The warm-up pass fills it,
+    # so the timed rounds measure that steady state (epochs 2..N of a run).
+    from textdet.data.cache import CachedDecode, ImageCache, image_sizes
+
+    paths = [s["img_path"] for s in samples]
+    ours_cached, _ = split_device_normalize(build_transforms(copy.deepcopy(pipeline), fuse=True))
+    ours_full_cached = build_transforms(copy.deepcopy(pipeline), fuse=True)
+    for compose in (ours_cached, ours_full_cached):
+        compose.transforms[0] = CachedDecode(compose.transforms[0], ImageCache(paths, image_sizes(paths)))
     res["device_normalize_params"] = norm
-    rngs = {k: np.random.default_rng(args.seed) for k in ("textdet", "textdet-full", "textdet-sequential")}
+    rngs = {k: np.random.default_rng(args.seed) for k in ("textdet", "textdet-full", "textdet-sequential",
+                                                          "textdet-cached", "textdet-full-cached")}
 
     def run_side(name: str, fn: Any) -> None:
         for _ in range(args.passes):
@@ -303,6 +314,9 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
     sides["textdet-full"] = lambda: run_side("textdet-full", lambda s: ours_full(s, rngs["textdet-full"]))
     sides["textdet-sequential"] = lambda: run_side(
         "textdet-sequential", lambda s: ours_seq(s, rngs["textdet-sequential"]))
+    sides["textdet-cached"] = lambda: run_side("textdet-cached", lambda s: ours_cached(s, rngs["textdet-cached"]))
+    sides["textdet-full-cached"] = lambda: run_side(
+        "textdet-full-cached", lambda s: ours_full_cached(s, rngs["textdet-full-cached"]))
     if mo is not None:
         # MindOCR: exactly DetDataset's construction (create_transforms with its global_config)
         ms_transforms = mo["create_transforms"](copy.deepcopy(pipeline), {"is_train": True, "use_minddata": False})
@@ -313,7 +327,8 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
         res["mindocr_transforms"] = [type(t).__name__ for t in ms_transforms]
     res["textdet_transforms"] = [type(t).__name__ for t in ours.transforms]
     res["textdet_full_transforms"] = [type(t).__name__ for t in ours_full.transforms]
-    order = [n for n in ("mindocr", "textdet", "textdet-full", "textdet-sequential") if n in sides]
+    order = [n for n in ("mindocr", "textdet", "textdet-full", "textdet-sequential", "textdet-cached",
+                         "textdet-full-cached") if n in sides]
 
     # warm-up: every side sees every image once (file cache, lazy imports, allocator)
     saved = args.passes
@@ -340,7 +355,9 @@ def bench_pipeline(args: argparse.Namespace, mo: dict | None, cfg: dict, samples
         res["device_normalize"] = fail("a (device normalise)", err)
     if "mindocr" in times:
         for key, side in (("ratio_textdet_over_mindocr", "textdet"), ("ratio_full_over_mindocr", "textdet-full"),
-                          ("ratio_sequential_over_mindocr", "textdet-sequential")):
+                          ("ratio_sequential_over_mindocr", "textdet-sequential"),
+                          ("ratio_cached_over_mindocr", "textdet-cached"),
+                          ("ratio_full_cached_over_mindocr", "textdet-full-cached")):
             res[key] = summarize([tm / tt for tm, tt in zip(times["mindocr"], times[side], strict=True)])
         dn = res["device_normalize"].get("ms_per_sample")
         if dn is not None:  # worker path + the device step run on this same CPU core: a pessimistic total
@@ -833,7 +850,11 @@ def print_summary(result: dict) -> None:
         for label, side, key in (("    textdet full, normalise in worker (info)", "textdet-full",
                                   "ratio_full_over_mindocr"),
                                  ("    textdet fuse=False, full (info)", "textdet-sequential",
-                                  "ratio_sequential_over_mindocr")):
+                                  "ratio_sequential_over_mindocr"),
+                                 ("    textdet worker path + image cache (epochs >= 2)", "textdet-cached",
+                                  "ratio_cached_over_mindocr"),
+                                 ("    textdet CPU-training path + image cache", "textdet-full-cached",
+                                  "ratio_full_cached_over_mindocr")):
             s = a[side]["samples_per_s"]["median"]
             rs = a.get(key, {}).get("median")
             rows.append((label, fmt(m), fmt(s), fmt(rs, 2) + "x" if rs else "n/a", "", ""))
@@ -1042,7 +1063,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{dn['ms_per_sample']:.2f} ms/sample")
             for key, what in (("ratio_textdet_over_mindocr", "worker path"),
                               ("ratio_worker_plus_cpu_normalize_over_mindocr", "worker + normalise on 1 CPU"),
-                              ("ratio_full_over_mindocr", "full pipeline")):
+                              ("ratio_full_over_mindocr", "full pipeline"),
+                              ("ratio_cached_over_mindocr", "worker path + image cache (epochs >= 2)"),
+                              ("ratio_full_cached_over_mindocr", "full pipeline + image cache (epochs >= 2)")):
                 if key in p:
                     r = p[key]
                     log(f"   ratio textdet/MindOCR, {what}: {r['median']:.2f}x (min {r['min']:.2f}, "

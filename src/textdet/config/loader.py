@@ -250,6 +250,8 @@ _CHOICES = {
     "system.ckpt_save_policy": ("top_k", "latest_k", None),
     "loss_scaler.type": ("static", "dynamic"),
     "model.type": ("det",),
+    "train.dataset.cache_images": (True, False, "auto"),
+    "eval.dataset.cache_images": (True, False, "auto"),
 }
 
 

@@ -98,6 +98,7 @@ class DatasetConfig:
     label_column_index: list = field(default_factory=list)
     meta_data_column_index: list = field(default_factory=list)
     use_minddata: bool = False
+    cache_images: bool | str = "auto"  # textdet: decode each image once (shared memory); auto = if it fits
 
 
 @dataclass

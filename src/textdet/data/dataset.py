@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from textdet.data.cache import CachedDecode, cacheable, plan_cache
 from textdet.data.labels import LabelRecord, Problem, read_label_files
 from textdet.errors import DataError, SampleError
 
@@ -41,6 +42,8 @@ class DetDataset(Dataset):
         sample_ratio: MindOCR's subsample (< 1) / repeat (> 1) factor.
         seed: base of every sample's random stream.
         config_prefix: e.g. ``"train.dataset"``, used to name config keys in errors.
+        cache_images: keep decoded images in shared memory after their first decode (True, False,
+            or "auto": when they fit in a quarter of the available memory); see ``data.cache``.
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class DetDataset(Dataset):
         sample_ratio: float = 1.0,
         seed: int = 0,
         config_prefix: str = "dataset",
+        cache_images: bool | str = False,
     ):
         image_dir = os.path.join(dataset_root, data_dir)
         if not os.path.isdir(image_dir):
@@ -87,6 +91,13 @@ class DetDataset(Dataset):
         self.transform = transform
         self.output_columns = list(output_columns)
         self.seed = seed
+        self.cache = None
+        steps = getattr(transform, "transforms", None)
+        if cache_images is not False and steps and cacheable(steps[0]):
+            paths = [os.path.join(image_dir, r.rel_path) for r in self.records]
+            self.cache = plan_cache(cache_images, paths, f"{config_prefix}.cache_images")
+            if self.cache is not None:
+                steps[0] = CachedDecode(steps[0], self.cache)
 
     def __len__(self) -> int:
         return len(self.records)

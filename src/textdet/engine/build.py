@@ -169,7 +169,8 @@ def build_dataset(cfg: Config, split: str, pipeline: Compose) -> DetDataset:
     if ds.type not in ("DetDataset",):
         raise ConfigError(f"{split}.dataset.type: unknown dataset '{ds.type}' (valid: DetDataset)")
     return DetDataset(ds.dataset_root, ds.data_dir, ds.label_file, pipeline, ds.output_columns,
-                      sample_ratio=ds.sample_ratio, seed=cfg.system.seed, config_prefix=f"{split}.dataset")
+                      sample_ratio=ds.sample_ratio, seed=cfg.system.seed, config_prefix=f"{split}.dataset",
+                      cache_images=ds.cache_images)
 
 
 def worker_count(requested: int, world_size: int, key: str) -> int:
