@@ -111,10 +111,6 @@ def report(title: str, times: dict[str, list[float]], ratios: list[float]) -> No
           f"absolute {med['textdet'] - med['bare']:+.2f} ms (medians), {low['textdet'] - low['bare']:+.2f} ms (minima)")
     print(f"  noise floor, bare vs bare (A/A): {100 * (med['bare (A/A)'] / med['bare'] - 1):+.2f}% (medians), "
           f"{100 * (low['bare (A/A)'] / low['bare'] - 1):+.2f}% (minima)")
-    # CPU time of this process (all its threads) is far less sensitive to being descheduled than wall time.
-    c = {k: 1000 * statistics.median(v) for k, v in cpu.items()}
-    print("  process CPU ms/step (medians): " + ", ".join(f"{k} {v:.2f}" for k, v in c.items())
-          + f"; overhead {100 * (c['textdet'] / c['bare'] - 1):+.2f}%, A/A {100 * (c['bare (A/A)'] / c['bare'] - 1):+.2f}%")
 
 
 def main() -> None:

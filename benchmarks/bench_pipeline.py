@@ -3,10 +3,14 @@
 Run: ``python benchmarks/bench_pipeline.py [--config USER_YAML] [--images 16] [--repeats 3] [--threads 1]``
 
 Builds the user's ``train.dataset.transform_pipeline`` (mindocr_db_r50_user.yaml: RandomScale up to
-3x, 640x640 crop, ShrinkBinaryMap, BorderMap, ...) twice through ``textdet.engine.build``:
-``fuse=True`` (what ``textdet train`` runs: one affine warp straight into the crop) and
-``fuse=False`` (the sequential reference transforms). A third arm is the fused pipeline with
-NormalizeImage + ToCHWImage moved to the device, as the trainer actually runs it. Each sample goes
+3x, 640x640 crop, ShrinkBinaryMap, BorderMap, ...) through ``textdet.engine.build``, in four arms:
+- ``fused``: ``fuse=True`` (one affine warp straight into the crop, one fused normalise), no image cache;
+- ``reference``: ``fuse=False``, the sequential reference transforms, no image cache;
+- ``fused + image cache``: what ``textdet train`` runs on a CPU from the second epoch on (decoded
+  images come from the shared-memory cache, filled before timing);
+- ``fused + cache, GPU norm.``: the same with NormalizeImage + ToCHWImage moved to the device, as
+  the trainer runs it on CUDA.
+The fused/reference ratio compares the transforms alone (both decode every JPEG). Each sample goes
 through ``DetDataset.load`` with the same seed in every arm, the arms interleaved sample by sample so
 that load from other processes hits all of them; one process, OpenCV and torch limited to
 ``--threads`` (1 = one core, the unit of the "x MindOCR per core" goal). A script, not a test.
@@ -55,26 +59,31 @@ def main() -> None:
     root = args.data or os.path.join(tempfile.mkdtemp(prefix="textdet_pipeline_"), "synth")
     if not os.path.isfile(os.path.join(root, "train_gt.txt")):
         generate_dataset(root, n_train=args.images, n_val=0, seed=0, size=(1280, 720), progress=False)
-    cfg = load_config(args.config, [f"train.dataset.dataset_root={root}"])
-    fused = build.build_pipeline(cfg, "train", fuse=True)
-    arms = {
-        "fused": fused,
-        "reference": build.build_pipeline(cfg, "train", fuse=False),
-        "fused, device normalise": build.split_device_normalize(build.build_pipeline(cfg, "train", fuse=True))[0],
+    base = [f"train.dataset.dataset_root={root}"]
+    plain = load_config(args.config, base + ["train.dataset.cache_images=false"])
+    cached = load_config(args.config, base + ["train.dataset.cache_images=true"])
+    pipes = {
+        "fused": build.build_pipeline(plain, "train", fuse=True),
+        "reference": build.build_pipeline(plain, "train", fuse=False),
+        "fused + image cache": build.build_pipeline(cached, "train", fuse=True),
+        "fused + cache, GPU norm.": build.split_device_normalize(build.build_pipeline(cached, "train"), True)[0],
     }
-    datasets = {name: build.build_dataset(cfg, "train", pipe) for name, pipe in arms.items()}
+    datasets = {name: build.build_dataset(cached if "cache" in name else plain, "train", pipe)
+                for name, pipe in pipes.items()}
     n = len(datasets["fused"])
-    for ds in datasets.values():  # warm-up: first-call costs (cv2 init, page cache), untimed
-        ds.load(0, np.random.default_rng(0))
-    for pipe in arms.values():
+    for ds in datasets.values():  # warm-up, untimed: first-call costs; the cached arms decode every image once
+        for i in range(n if ds.cache is not None else 1):
+            ds.load(i, np.random.default_rng(0))
+    for pipe in pipes.values():
         pipe.timing = True
-    times: dict[str, list[float]] = {name: [] for name in arms}
+        pipe.reset_stats()
+    times: dict[str, list[float]] = {name: [] for name in pipes}
     for rep in range(args.repeats):
         for i in range(n):
-            names = list(arms)
+            names = list(pipes)
             names = names[i % len(names):] + names[:i % len(names)]
             for name in names:
-                rng = np.random.default_rng([cfg.system.seed, rep, i, 0])
+                rng = np.random.default_rng([plain.system.seed, rep, i, 0])
                 start = time.perf_counter()
                 datasets[name].load(i, rng)
                 times[name].append(time.perf_counter() - start)
@@ -82,11 +91,11 @@ def main() -> None:
     med = {k: 1000 * statistics.median(v) for k, v in times.items()}
     print(f"user train pipeline ({os.path.basename(args.config)}) on {n} synthetic 1280x720 JPEGs x {args.repeats} "
           f"passes, one process, {args.threads} thread(s)")
-    for name in arms:
+    for name in pipes:
         print(f"  {name:<24} {mean[name]:7.1f} ms/sample (median {med[name]:.1f})  {1000 / mean[name]:6.1f} samples/s")
     print(f"  ratio reference / fused: x{mean['reference'] / mean['fused']:.2f} (means), "
           f"x{med['reference'] / med['fused']:.2f} (medians)")
-    for name, pipe in arms.items():
+    for name, pipe in pipes.items():
         per = {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in pipe.stats.items()}
         print(f"  per transform, {name} (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in per.items()))
     print(f"  load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")

@@ -42,6 +42,7 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
                    f"images (eval); defaults {DEFAULT_N}")
     p.add_argument("--warmup", type=int, help=f"untimed iterations first; defaults {DEFAULT_WARMUP}")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--threads", type=int, help="torch intra-op threads in this process (default: torch's choice)")
     p.add_argument("--maps", metavar="DIR", help="postprocess: DIR/*.npy probability maps, (1,1,H,W) or (H,W) "
                    "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
     p.add_argument("--ckpt", help="eval: checkpoint to load (default: a randomly initialised model)")
@@ -53,15 +54,19 @@ def run(args: argparse.Namespace) -> int:
     """Run ``textdet bench``; raises TextdetError (the CLI prints it) on bad input."""
     from textdet.config import load_config
 
-    for flag in ("n", "warmup"):
+    for flag, low in (("n", 1), ("warmup", 0), ("threads", 1)):
         value = getattr(args, flag, None)
-        if value is not None and value < (1 if flag == "n" else 0):
-            raise TextdetError(f"--{flag} must be >= {1 if flag == 'n' else 0}, got {value}")
+        if value is not None and value < low:
+            raise TextdetError(f"--{flag} must be >= {low}, got {value}")
     if getattr(args, "maps", None) and args.part != "postprocess":
         raise TextdetError(f"--maps is for `textdet bench postprocess`, not `{args.part}`")
     if getattr(args, "ckpt", None) and args.part != "eval":
         raise TextdetError(f"--ckpt is for `textdet bench eval`, not `{args.part}`")
     cfg = load_config(args.config, args.opt)
+    if getattr(args, "threads", None):
+        import torch
+
+        torch.set_num_threads(args.threads)
     n = args.n if args.n is not None else DEFAULT_N[args.part]
     warmup = args.warmup if getattr(args, "warmup", None) is not None else DEFAULT_WARMUP[args.part]
     with contextlib.redirect_stdout(sys.stderr):  # the engine logs to stdout; keep it for the result
@@ -73,48 +78,84 @@ def run(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------ data
 def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
-    """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader."""
-    import numpy as np
-    import torch
+    """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader.
 
+    With the decoded-image cache on (``train.dataset.cache_images``), the first pass decodes from disk
+    (``samples_per_s_first_epoch``) and fills the cache; ``samples_per_s`` and the loader figure are
+    then the steady state of every later epoch. Without it, both one-process keys hold the same pass.
+    """
     from textdet.engine import build
-    from textdet.errors import SampleError
 
+    device = _device(args.device)
     build.validate(cfg, ("train",))
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"))
+    # Normalisation moves to the device on CUDA only, as in the Trainer.
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), device.type == "cuda")
     dataset = build.build_dataset(cfg, "train", pipe)
-    seed, size = cfg.system.seed, len(dataset)
     pipe.timing = True  # this instance only: the loader's workers get a copy made below, with timing off
-
-    def load(i: int) -> bool:
-        try:  # the random stream of epoch 0 (DetDataset.__getitem__'s), so runs are reproducible
-            dataset.load(i % size, np.random.default_rng([seed, 0, i % size, 0]))
-        except SampleError:
-            return False
-        return True
-
     for i in range(warmup):
-        load(i)
+        _load(dataset, cfg.system.seed, i)
     pipe.reset_stats()
-    start = time.perf_counter()
-    used = sum(load(i) for i in range(n))
-    one_process = time.perf_counter() - start
+    first, used = _timed_pass(dataset, cfg.system.seed, n)
+    cached = fill_image_cache(dataset)
+    if cached:
+        pipe.reset_stats()
+        steady, used = _timed_pass(dataset, cfg.system.seed, n)
+    else:
+        steady = first
     pipe.timing = False
     stats = dict(pipe.stats)
-    loader = build.build_split_loader(cfg, "train", dataset, 0, 1, torch.device("cpu"))
+    loader = build.build_split_loader(cfg, "train", dataset, 0, 1, device)
     workers = loader.num_workers  # the engine caps the configured count at the available cores
     rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
     return {
-        "samples_per_s": used / max(one_process, 1e-9),
+        "samples_per_s": used / max(steady, 1e-9),
+        "samples_per_s_first_epoch": used / max(first, 1e-9),
         "samples_per_s_workers": rate_workers,
         "num_workers": workers,
         "num_workers_config": cfg.train.loader.num_workers,
-        "ms_per_sample": 1000 * one_process / max(used, 1),
+        "ms_per_sample": 1000 * steady / max(used, 1),
         "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
         "n": n,
         "skipped": n - used,
+        "image_cache": cached,
         "device_normalize": normalize is not None,
     }
+
+
+def _load(dataset, seed: int, i: int) -> bool:
+    """Sample ``i`` (cycling) with epoch 0's random stream (DetDataset.__getitem__'s); False if unusable."""
+    import numpy as np
+
+    from textdet.errors import SampleError
+
+    index = i % len(dataset)
+    try:
+        dataset.load(index, np.random.default_rng([seed, 0, index, 0]))
+    except SampleError:
+        return False
+    return True
+
+
+def _timed_pass(dataset, seed: int, n: int) -> tuple[float, int]:
+    """Seconds for ``n`` samples in this process, and how many were usable."""
+    start = time.perf_counter()
+    used = sum(_load(dataset, seed, i) for i in range(n))
+    return time.perf_counter() - start, used
+
+
+def fill_image_cache(dataset) -> bool:
+    """Decode every image into the dataset's shared cache, as a first epoch does; False when it has none."""
+    from textdet.errors import SampleError
+
+    if getattr(dataset, "cache", None) is None:
+        return False
+    decode = dataset.transform.transforms[0]  # the CachedDecode the dataset put first
+    for r in dataset.records:
+        path = os.path.join(dataset.image_dir, r.rel_path)
+        if dataset.cache.get(path) is None:
+            with contextlib.suppress(SampleError):  # an unreadable image stays uncached, as in training
+                decode({"img_path": path, "label": r.annotations}, None)
+    return True
 
 
 def _loader_rate(loader, n: int, skip: int, column: str) -> float:
@@ -218,6 +259,7 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     cfg.system.val_while_train = False  # no eval set needed
     # dry_run: the Trainer builds everything but writes no run folder or train.log.
     trainer = Trainer(cfg, device=args.device, progress=False, dry_run=True)
+    cached = fill_image_cache(trainer.train_set)  # time the steady state of epochs 2+, not the first decode
     device, total = trainer.device, warmup + n
     steps, images, wait, start = 0, 0, 0.0, time.perf_counter()
     trainer.forward_model.train()
@@ -245,7 +287,7 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
             "data_wait_share": wait / max(elapsed, 1e-9), "steps": n, "batch_size": trainer.train_loader.batch_size,
             "num_workers": trainer.train_loader.num_workers, "device": str(device), "amp_level": trainer.amp.describe(),
-            "compiled": trainer.compiled}
+            "compiled": trainer.compiled, "image_cache": cached}
 
 
 # ------------------------------------------------------------------------------------------------ postprocess
