@@ -176,7 +176,7 @@ def test_dry_run_console_script(synth_root, tmp_path):
 
 def test_bad_config_fails_fast_with_location(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(open(RECIPE).read().replace("box_thresh: 0.5", "box_tresh: 0.5"))
+    bad.write_text(open(RECIPE).read().replace("box_thresh: 0.4", "box_tresh: 0.4"))
     cmd = [sys.executable, "-m", "textdet", "train", "-c", str(bad), "-o", "train.dataset.dataset_root=/nonexistent"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2

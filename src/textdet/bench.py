@@ -164,18 +164,21 @@ def _loader_rate(loader, n: int, skip: int, column: str) -> float:
     Skipping one batch per worker matters: the workers start together, so their first batches arrive
     at once and would count as free samples.
     """
-    got, seen, start = 0, 0, None
+    batches = _endless(loader)
+    for _ in range(skip):
+        next(batches)
+    got, start = 0, time.perf_counter()
+    while got < n:
+        got += len(next(batches)[column])
+    return got / max(time.perf_counter() - start, 1e-9)
+
+
+def _endless(batches) -> Iterator:
+    """Iterate a loader (or a Prefetcher over one) epoch after epoch, as training does."""
+    sampler = getattr(batches, "loader", batches).sampler  # a Prefetcher keeps its loader in .loader
     for epoch in itertools.count():
-        loader.sampler.set_epoch(epoch)
-        for batch in loader:
-            seen += 1
-            if seen == skip:
-                start = time.perf_counter()
-            elif seen > skip:
-                got += len(batch[column])
-                if got >= n:
-                    return got / max(time.perf_counter() - start, 1e-9)
-    raise AssertionError("unreachable")
+        sampler.set_epoch(epoch)
+        yield from batches
 
 
 # ------------------------------------------------------------------------------------------------ model
@@ -260,28 +263,21 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     # dry_run: the Trainer builds everything but writes no run folder or train.log.
     trainer = Trainer(cfg, device=args.device, progress=False, dry_run=True)
     cached = fill_image_cache(trainer.train_set)  # time the steady state of epochs 2+, not the first decode
-    device, total = trainer.device, warmup + n
-    steps, images, wait, start = 0, 0, 0.0, time.perf_counter()
+    device = trainer.device
+    batches = Prefetcher(trainer.train_loader, trainer.feed, enabled=trainer.sink or device.type == "cuda")
+    images, wait, start = 0, 0.0, time.perf_counter()
     trainer.forward_model.train()
-    for epoch in itertools.count():
-        trainer.train_loader.sampler.set_epoch(epoch)
-        batches = Prefetcher(trainer.train_loader, trainer.feed, enabled=trainer.sink or device.type == "cuda")
-        for batch in batches:
-            last_micro = (steps + 1) % trainer.accum == 0
-            trainer.train_step(batch, sync=last_micro)
-            if last_micro:
-                trainer.optimizer_step()
-            steps += 1
-            if steps > warmup:
-                images += batch["image"].shape[0]
-                wait += batches.wait
-            elif steps == warmup:
-                _sync(device)
-                start = time.perf_counter()
-            if steps == total:
-                break
-        if steps == total:
-            break
+    for step, batch in enumerate(itertools.islice(_endless(batches), warmup + n), 1):
+        last_micro = step % trainer.accum == 0
+        trainer.train_step(batch, sync=last_micro)
+        if last_micro:
+            trainer.optimizer_step()
+        if step == warmup:
+            _sync(device)
+            start = time.perf_counter()
+        elif step > warmup:
+            images += batch["image"].shape[0]
+            wait += batches.wait  # seconds this step waited for its batch
     _sync(device)
     elapsed = time.perf_counter() - start
     return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
@@ -377,7 +373,7 @@ def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
     from textdet.engine import build
 
     build.validate(cfg, ("eval",))
-    pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "eval"))  # only the geometry is needed
     dataset = build.build_dataset(cfg, "eval", pipe)
     shrink = ShrinkBinaryMap(min_text_size=1, shrink_ratio=0.4)
     seed = cfg.system.seed
@@ -419,7 +415,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     device = _device(args.device)
     build.validate(cfg, ("eval",))
     ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"))
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type == "cuda")
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
     model = build.build_model_from_config(cfg, pretrained_backbone=False)
