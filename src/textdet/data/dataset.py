@@ -30,6 +30,11 @@ _MAX_RETRIES = 20
 RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
+def _not_found(what: str, path: str, prefix: str, root: str, key: str, value: str) -> DataError:
+    return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={root!r} and {prefix}.{key}={value!r}); "
+                     f"fix the path, e.g. -o {prefix}.dataset_root=DIR")
+
+
 class DetDataset(Dataset):
     """Image + polygon records from MindOCR/PaddleOCR label files, run through a transform pipeline.
 
@@ -60,20 +65,14 @@ class DetDataset(Dataset):
     ):
         image_dir = os.path.join(dataset_root, data_dir)
         if not os.path.isdir(image_dir):
-            raise DataError(
-                f"image folder not found: {image_dir} (from {config_prefix}.dataset_root={dataset_root!r} and "
-                f"{config_prefix}.data_dir={data_dir!r}); fix the path, e.g. -o {config_prefix}.dataset_root=DIR"
-            )
+            raise _not_found("image folder", image_dir, config_prefix, dataset_root, "data_dir", data_dir)
         if not label_file:
             raise DataError(f"{config_prefix}.label_file is empty: name the label file(s) of this data set")
         files = [label_file] if isinstance(label_file, str) else list(label_file)
         for f in files:
-            path = os.path.join(dataset_root, f)
-            if not os.path.isfile(path):
-                raise DataError(
-                    f"label file not found: {path} (from {config_prefix}.dataset_root={dataset_root!r} and "
-                    f"{config_prefix}.label_file={f!r}); fix the path, e.g. -o {config_prefix}.dataset_root=DIR"
-                )
+            if not os.path.isfile(os.path.join(dataset_root, f)):
+                raise _not_found("label file", os.path.join(dataset_root, f), config_prefix, dataset_root,
+                                 "label_file", f)
         if not output_columns:
             raise DataError(f"{config_prefix}.output_columns is empty: list the sample keys to return")
         records, problems = read_label_files(files, dataset_root, sample_ratio, seed)
