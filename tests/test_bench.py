@@ -90,6 +90,11 @@ def test_eval_keys(capsys, opts):
     assert r["checkpoint"] is None
 
 
+def test_predict_keys(capsys, opts):
+    r = run_json(capsys, "predict", opts, "--n", "3", "--warmup", "0")
+    assert positive(r["img_per_s"]) and r["images"] == 3 and r["boxes"] >= 0 and r["checkpoint"] is None
+
+
 def test_eval_missing_ckpt_is_clear(opts):
     with pytest.raises(TextdetError, match="checkpoint not found: /nope.ckpt"):
         bench.run(bench_args("eval", opts, "--ckpt", "/nope.ckpt"))

@@ -23,11 +23,11 @@ from typing import Any
 
 from textdet.errors import TextdetError
 
-PARTS = ("data", "model", "train", "postprocess", "eval")
-# --n: samples (data), timed iterations (model), timed steps (train), maps (postprocess), images (eval).
-DEFAULT_N = {"data": 64, "model": 10, "train": 10, "postprocess": 20, "eval": 50}
+PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
+# --n: samples (data), timed iterations (model), timed steps (train), maps (postprocess), images (eval, predict).
+DEFAULT_N = {"data": 64, "model": 10, "train": 10, "postprocess": 20, "eval": 50, "predict": 50}
 # --warmup: untimed samples / iterations / steps / maps / batches before timing starts.
-DEFAULT_WARMUP = {"data": 1, "model": 3, "train": 3, "postprocess": 1, "eval": 1}
+DEFAULT_WARMUP = {"data": 1, "model": 3, "train": 3, "postprocess": 1, "eval": 1, "predict": 1}
 POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
 
 
@@ -436,6 +436,35 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
             "checkpoint": os.path.abspath(ckpt) if ckpt else None}
 
 
+def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """Images/s of the ``Detector`` API (decode, resize, normalise, forward, post-process) on eval images."""
+    from textdet.engine import build
+    from textdet.engine.amp import amp_settings
+    from textdet.engine.evaluate import load_weights, resolve_ckpt
+    from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
+
+    device = _device(args.device)
+    build.validate(cfg, ("eval",))
+    ds = cfg.eval.dataset
+    images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
+    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    if ckpt:
+        load_weights(model, ckpt, "--ckpt")
+    amp = amp_settings(cfg.system.amp_level_infer, device.type)
+    detector = Detector(TorchRunner(model, device, amp), preprocess_from_config(cfg),
+                        build.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)
+    if warmup:
+        detector(images[:warmup])
+    start = time.perf_counter()
+    results = detector(images)
+    elapsed = time.perf_counter() - start
+    return {"img_per_s": len(images) / max(elapsed, 1e-9), "images": len(images),
+            "boxes": sum(len(r["polys"]) for r in results), "batch_size": detector.batch_size,
+            "device": str(device), "amp_level": amp.describe(),
+            "checkpoint": os.path.abspath(ckpt) if ckpt else None}
+
+
 # ------------------------------------------------------------------------------------------------ helpers
 BENCHES: dict[str, Callable[..., dict]] = {
     "data": bench_data,
@@ -443,6 +472,7 @@ BENCHES: dict[str, Callable[..., dict]] = {
     "train": bench_train,
     "postprocess": bench_postprocess,
     "eval": bench_eval,
+    "predict": bench_predict,
 }
 
 

@@ -6,11 +6,13 @@ cost seconds, not a failed run an hour later.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -269,6 +271,18 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
     for path in ("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep"):
         if get_key(cfg, path) < 0:
             raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 0, got {get_key(cfg, path)}")
+
+
+@contextlib.contextmanager
+def located(cfg: Config, key: str) -> Iterator[None]:
+    """Prefix a ConfigError raised inside with where ``key`` is set (file:line or -o)."""
+    try:
+        yield
+    except ConfigError as e:
+        meta = getattr(cfg, "meta", None)
+        where = meta.where(key) if meta is not None else key
+        msg = str(e)
+        raise ConfigError(msg if msg.startswith(where) else f"{where}: {key}: {msg}") from None
 
 
 def get_key(cfg: Any, path: str) -> Any:

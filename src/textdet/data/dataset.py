@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from textdet.data.cache import CachedDecode, cacheable, plan_cache
-from textdet.data.labels import LabelRecord, Problem, read_label_files
+from textdet.data.labels import LabelRecord, Problem, check_dataset_paths, read_label_files
 from textdet.errors import DataError, SampleError
 
 logger = logging.getLogger("textdet.data")
@@ -28,11 +28,6 @@ logger = logging.getLogger("textdet.data")
 _MAX_RETRIES = 20
 # Per-image values whose length varies: always batched as lists, whatever the batch holds.
 RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
-
-
-def _not_found(what: str, path: str, prefix: str, root: str, key: str, value: str) -> DataError:
-    return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={root!r} and {prefix}.{key}={value!r}); "
-                     f"fix the path, e.g. -o {prefix}.dataset_root=DIR")
 
 
 class DetDataset(Dataset):
@@ -63,16 +58,7 @@ class DetDataset(Dataset):
         config_prefix: str = "dataset",
         cache_images: bool | str = False,
     ):
-        image_dir = os.path.join(dataset_root, data_dir)
-        if not os.path.isdir(image_dir):
-            raise _not_found("image folder", image_dir, config_prefix, dataset_root, "data_dir", data_dir)
-        if not label_file:
-            raise DataError(f"{config_prefix}.label_file is empty: name the label file(s) of this data set")
-        files = [label_file] if isinstance(label_file, str) else list(label_file)
-        for f in files:
-            if not os.path.isfile(os.path.join(dataset_root, f)):
-                raise _not_found("label file", os.path.join(dataset_root, f), config_prefix, dataset_root,
-                                 "label_file", f)
+        image_dir, files = check_dataset_paths(dataset_root, data_dir, label_file, config_prefix)
         if not output_columns:
             raise DataError(f"{config_prefix}.output_columns is empty: list the sample keys to return")
         records, problems = read_label_files(files, dataset_root, sample_ratio, seed)

@@ -188,6 +188,29 @@ def _sample(records: list[LabelRecord], ratio: float, rng: np.random.Generator) 
     return records * full + [records[int(i)] for i in picked]
 
 
+def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list[str] | None,
+                        prefix: str = "dataset") -> tuple[str, list[str]]:
+    """The image folder and label files of a data set, or a DataError naming the config keys to fix.
+
+    Cheap and torch-free, so ``textdet train`` runs it before the heavy imports: a wrong path fails
+    in well under a second.
+    """
+    def missing(what: str, path: str, key: str, value: str) -> DataError:
+        return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={dataset_root!r} and "
+                         f"{prefix}.{key}={value!r}); fix the path, e.g. -o {prefix}.dataset_root=DIR")
+
+    image_dir = os.path.join(dataset_root, data_dir)
+    if not os.path.isdir(image_dir):
+        raise missing("image folder", image_dir, "data_dir", data_dir)
+    if not label_file:
+        raise DataError(f"{prefix}.label_file is empty: name the label file(s) of this data set")
+    files = [label_file] if isinstance(label_file, str) else list(label_file)
+    for f in files:
+        if not os.path.isfile(os.path.join(dataset_root, f)):
+            raise missing("label file", os.path.join(dataset_root, f), "label_file", f)
+    return image_dir, files
+
+
 def read_label_files(
     label_files: str | Sequence[str],
     dataset_root: str = "",

@@ -6,11 +6,10 @@ module stays usable without the config system.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,6 +17,7 @@ from torch import nn
 
 from textdet.config import Config
 from textdet.config.components import check_kwargs, lookup
+from textdet.config.loader import located
 from textdet.data.dataset import DetDataset, build_loader
 from textdet.data.pipeline import Compose, FusedNormalize, build_transforms
 from textdet.data.transforms import NormalizeImage, ToCHWImage
@@ -49,18 +49,6 @@ MODEL_PRESETS: dict[str, dict[str, dict]] = {
 
 # Loss inputs, by output column name (MindOCR passes them by position through label_column_index).
 LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
-
-
-@contextlib.contextmanager
-def located(cfg: Config, key: str) -> Iterator[None]:
-    """Prefix a ConfigError raised inside with where ``key`` is set (file:line or -o)."""
-    try:
-        yield
-    except ConfigError as e:
-        meta = getattr(cfg, "meta", None)
-        where = meta.where(key) if meta is not None else key
-        msg = str(e)
-        raise ConfigError(msg if msg.startswith(where) else f"{where}: {key}: {msg}") from None
 
 
 def model_specs(cfg: Config) -> dict[str, dict]:
