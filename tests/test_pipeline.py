@@ -12,6 +12,12 @@ import yaml
 
 pytest.importorskip("textdet.data.targets")  # pipeline.py imports ShrinkBinaryMap/BorderMap from it
 
+from textdet.data.geometric import (  # noqa: E402
+    RandomCropWithBBox,
+    RandomHorizontalFlip,
+    RandomRotate,
+    RandomScale,
+)
 from textdet.data.pipeline import (  # noqa: E402
     TRANSFORMS,
     Compose,
@@ -19,13 +25,7 @@ from textdet.data.pipeline import (  # noqa: E402
     build_transforms,
     fuse_geometry,
 )
-from textdet.data.transforms import (  # noqa: E402
-    RandomColorAdjust,
-    RandomCropWithBBox,
-    RandomHorizontalFlip,
-    RandomRotate,
-    RandomScale,
-)
+from textdet.data.transforms import RandomColorAdjust  # noqa: E402
 from textdet.errors import ConfigError  # noqa: E402
 
 USER_YAML = Path("/work/shared/fixtures/mindocr_db_r50_user.yaml")

@@ -17,20 +17,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from textdet.data.geometric import (
+    RandomCropWithBBox,
+    RandomHorizontalFlip,
+    RandomRotate,
+    RandomScale,
+    ValidatePolygons,
+    clip_polygon_to_box,
+    occupied,
+)
 from textdet.data.transforms import (
     DecodeImage,
     DetLabelEncode,
     DetResize,
     NormalizeImage,
     RandomColorAdjust,
-    RandomCropWithBBox,
-    RandomHorizontalFlip,
-    RandomRotate,
-    RandomScale,
     ToCHWImage,
-    ValidatePolygons,
-    clip_polygon_to_box,
-    occupied,
 )
 from textdet.errors import SampleError
 from textdet.geometry import polygon_area

@@ -227,7 +227,7 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 def train_crop(cfg) -> tuple[int, int]:
     """(h, w) of the train pipeline's RandomCropWithBBox crop, else 640x640."""
-    from textdet.data.transforms import RandomCropWithBBox
+    from textdet.data.geometric import RandomCropWithBBox
     from textdet.engine import build
 
     if cfg.train.dataset.transform_pipeline:

@@ -162,18 +162,18 @@ def preflight(cfg) -> None:
     from textdet.metrics import build_metric
     from textdet.postprocess import build_postprocess
 
-    splits = ("train", "eval") if cfg.system.val_while_train else ("train",)
-    for split in splits:
-        ds = getattr(cfg, split).dataset
-        if not ds.transform_pipeline:
-            continue
-        check_dataset_paths(ds.dataset_root, ds.data_dir, ds.label_file, f"{split}.dataset")
+    splits = [s for s in (("train", "eval") if cfg.system.val_while_train else ("train",))
+              if getattr(cfg, s).dataset.transform_pipeline]
+    for split in splits:  # the config's own mistakes first, then the file system's
         with located(cfg, f"{split}.dataset.transform_pipeline"):
-            build_transforms(ds.transform_pipeline)
+            build_transforms(getattr(cfg, split).dataset.transform_pipeline)
     for key, make in (("postprocess", build_postprocess), ("metric", build_metric)):
         spec = dict(getattr(cfg, key))
         with located(cfg, key):
             make(spec.pop("name", None), **spec)
+    for split in splits:
+        ds = getattr(cfg, split).dataset
+        check_dataset_paths(ds.dataset_root, ds.data_dir, ds.label_file, f"{split}.dataset")
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -16,6 +16,14 @@ import cv2
 import numpy as np
 
 from textdet.config.components import build_component
+from textdet.data.geometric import (
+    RandomCropWithBBox,
+    RandomHorizontalFlip,
+    RandomRotate,
+    RandomScale,
+    ValidatePolygons,
+    apply_step_to_polys,
+)
 from textdet.data.targets import BorderMap, ShrinkBinaryMap
 from textdet.data.transforms import (
     DecodeImage,
@@ -23,14 +31,8 @@ from textdet.data.transforms import (
     DetResize,
     NormalizeImage,
     RandomColorAdjust,
-    RandomCropWithBBox,
-    RandomHorizontalFlip,
-    RandomRotate,
-    RandomScale,
     Sample,
     ToCHWImage,
-    ValidatePolygons,
-    apply_step_to_polys,
 )
 from textdet.errors import ConfigError
 

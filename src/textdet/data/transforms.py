@@ -1,18 +1,15 @@
-"""MindOCR's detection transforms, with MindOCR's names and keyword parameters, on one sample dict.
+"""MindOCR's detection transforms that are not geometric, with MindOCR's names and keyword parameters.
 
 Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict`` (see docs/ARCHITECTURE.md
 for the keys). Randomness comes only from ``rng`` so a seeded loader worker is reproducible.
 
-Coordinates. Polygons are (P, 2) float32 (x, y) arrays in *pixel-centre* coordinates: pixel
-(row i, column j) has its centre at x = j, y = i. This is what cv2.fillPoly, cv2.warpAffine and
-cv2.resize assume, so each geometric transform below is one affine map applied identically to the
-pixels and to the polygons: a polygon rendered before a transform covers the same pixels as the
-transformed polygon rendered after it. (MindOCR scales polygons by ``x * s`` while cv2.resize maps
-``x -> (x + 0.5) * s - 0.5``; the difference, (s - 1) / 2 px, is about one pixel at s = 3.)
-
-The four geometric training transforms (flip, rotate, scale, crop) also expose ``plan(size, polys,
-ignore_tags, rng) -> AffineStep | None``, which draws the random parameters and returns the affine
-map without touching pixels. ``pipeline.FusedGeometry`` chains those plans and warps the image once.
+This module holds decoding and labels (DecodeImage, DetLabelEncode), colour (RandomColorAdjust),
+NormalizeImage, ToCHWImage, the eval/infer DetResize, the constants and ``Sample`` alias, and the
+small helpers shared with ``geometric.py`` (argument checks, ``_repr``, ``map_polys``,
+``pad_bottom_right``). The training geometry (flip, rotate, scale, crop, ValidatePolygons) and its
+affine machinery live in ``geometric.py``, which imports from here (never the other way round).
+Polygons are (P, 2) float32 (x, y) arrays in pixel-centre coordinates; ``geometric.py``'s
+docstring explains the convention.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -86,43 +82,14 @@ def map_polys(polys: list[np.ndarray], matrix: np.ndarray) -> list[np.ndarray]:
     return [a.astype(np.float32) for a in np.split(out, np.cumsum(lengths)[:-1])]
 
 
-@dataclass(frozen=True)
-class AffineStep:
-    """One geometric step, as an affine map on pixel-centre coordinates.
-
-    Attributes:
-        matrix: (3, 3) float64 map from the step's input to its output coordinates.
-        size: (h, w) of the image content the step produces.
-        pad_to: (h, w) canvas after zero padding bottom/right, or None (no padding).
-        flip: True when the map mirrors, so vertex order is reversed to stay clockwise.
-        src_box: (y0, y1, x0, x1) region of the input that the step reads (crops).
-    """
-
-    matrix: np.ndarray
-    size: tuple[int, int]
-    pad_to: tuple[int, int] | None = None
-    flip: bool = False
-    src_box: tuple[int, int, int, int] | None = None
-
-
-def apply_step_to_polys(polys: list[np.ndarray], step: AffineStep) -> list[np.ndarray]:
-    """Map polygons through ``step``, reversing vertex order for mirroring steps."""
-    out = map_polys(polys, step.matrix)
-    return [p[::-1].copy() for p in out] if step.flip else out
-
-
-def _scale_matrix(sx: float, sy: float, x0: float = 0.0, y0: float = 0.0) -> np.ndarray:
-    """Pixel-centre map of ``cv2.resize`` applied to the region starting at (x0, y0).
-
-    cv2.resize sends output pixel centre u to input (u + 0.5) / s - 0.5, so input x goes to
-    (x - x0 + 0.5) * s - 0.5.
-    """
-    return np.array([[sx, 0.0, (0.5 - x0) * sx - 0.5], [0.0, sy, (0.5 - y0) * sy - 0.5], [0, 0, 1.0]])
-
-
-def _update_polys(sample: Sample, step: AffineStep) -> None:
-    if "polys" in sample:
-        sample["polys"] = apply_step_to_polys(list(sample["polys"]), step)
+def pad_bottom_right(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Zero-pad an (h, w[, C]) image at the bottom/right to ``size`` (H, W) >= (h, w)."""
+    h, w = image.shape[:2]
+    if (h, w) == tuple(size):
+        return image
+    out = np.zeros((size[0], size[1]) + image.shape[2:], dtype=image.dtype)
+    out[:h, :w] = image
+    return out
 
 
 def _require_uint8_hwc(image: np.ndarray, who: str) -> None:
@@ -413,348 +380,6 @@ class RandomColorAdjust:
     def __repr__(self) -> str:
         return _repr(self, brightness=self.brightness, contrast=self.contrast, saturation=self.saturation,
                      hue=self.hue)
-
-
-# ----------------------------------------------------------------------------- geometric (training)
-class RandomHorizontalFlip:
-    """Mirror the image left-right with probability ``p``; polygons follow.
-
-    In pixel-centre coordinates column j goes to W - 1 - j, so x' = W - 1 - x (as MindOCR): a
-    polygon filled with cv2.fillPoly then flipped covers exactly the pixels of the flipped polygon.
-    Vertex order is reversed so clockwise polygons stay clockwise.
-    """
-
-    def __init__(self, p: float = 0.5) -> None:
-        self.p = _check_prob(p)
-
-    def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep | None:
-        """Draw whether to flip an image of ``size`` (h, w); None means no change."""
-        if rng.random() >= self.p:
-            return None
-        h, w = size
-        return AffineStep(np.array([[-1.0, 0, w - 1], [0, 1, 0], [0, 0, 1]]), (h, w), flip=True)
-
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            sample["image"] = cv2.flip(sample["image"], 1)
-            _update_polys(sample, step)
-        return sample
-
-    def __repr__(self) -> str:
-        return _repr(self, p=self.p)
-
-
-class RandomRotate:
-    """Rotate by an angle ~ U[degrees[0], degrees[1]] about (w // 2, h // 2) with probability ``p``.
-
-    Fix of a MindOCR bug: the angle is a *float* drawn uniformly from the closed range; MindOCR
-    uses ``randint`` and so only ever rotates by whole degrees. With ``expand_canvas`` the canvas
-    grows to hold the whole rotated image (MindOCR's formula); without it the size stays and the
-    corners are cut (ValidatePolygons deals with polygons pushed out). Uncovered pixels are 0.
-    """
-
-    def __init__(self, degrees: tuple[float, float] = (-10, 10), expand_canvas: bool = True, p: float = 1.0) -> None:
-        self.degrees = _sorted_pair(degrees, "degrees")
-        self.expand_canvas = bool(expand_canvas)
-        self.p = _check_prob(p)
-
-    def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep | None:
-        """Draw the rotation for an image of ``size`` (h, w); None means no change."""
-        if rng.random() >= self.p:
-            return None
-        angle = rng.uniform(*self.degrees)
-        h, w = size
-        center = (w // 2, h // 2)
-        mat = cv2.getRotationMatrix2D(center, angle, 1.0)
-        if self.expand_canvas:
-            cos, sin = abs(mat[0, 0]), abs(mat[0, 1])
-            w, h = int(h * sin + w * cos), int(h * cos + w * sin)
-            mat[0, 2] += w / 2 - center[0]
-            mat[1, 2] += h / 2 - center[1]
-        return AffineStep(np.vstack([mat, [0.0, 0.0, 1.0]]), (h, w))
-
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            h, w = step.size
-            sample["image"] = cv2.warpAffine(sample["image"], step.matrix[:2], (w, h), flags=cv2.INTER_LINEAR,
-                                             borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-            _update_polys(sample, step)
-        return sample
-
-    def __repr__(self) -> str:
-        return _repr(self, degrees=self.degrees, expand_canvas=self.expand_canvas, p=self.p)
-
-
-class RandomScale:
-    """Resize by s ~ U[scale_range] with probability ``p``, as MindOCR.
-
-    With ``size_limits`` (min_side, max_side) the range is narrowed so both sides stay within the
-    limits (when impossible, the max limit wins). The output size is round(side * s) and polygons
-    use the exact per-axis factor round(side * s) / side with the pixel-centre map of cv2.resize.
-    """
-
-    def __init__(self, scale_range: tuple[float, float] = (1.0, 1.0), size_limits: tuple[int, int] | None = None,
-                 p: float = 0.5) -> None:
-        self.scale_range = tuple(sorted(_check_pair(scale_range, "scale_range", positive=True)))
-        self.size_limits = None if size_limits is None else tuple(
-            sorted(_check_pair(size_limits, "size_limits", positive=True)))
-        self.p = _check_prob(p)
-
-    def _draw(self, size: tuple[int, int], rng: np.random.Generator) -> float:
-        lo, hi = self.scale_range
-        if self.size_limits is not None:
-            (smin, smax), (h, w) = self.size_limits, size
-            lo = max(smin / h, smin / w, lo)
-            hi = min(smax / h, smax / w, hi)
-            lo = min(lo, hi)
-        return float(rng.uniform(lo, hi))
-
-    def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep | None:
-        """Draw the scale for an image of ``size`` (h, w); None means no change."""
-        if rng.random() >= self.p:
-            return None
-        s = self._draw(size, rng)
-        h, w = size
-        oh, ow = max(1, round(h * s)), max(1, round(w * s))
-        return AffineStep(_scale_matrix(ow / w, oh / h), (oh, ow))
-
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            h, w = step.size
-            sample["image"] = cv2.resize(sample["image"], (w, h), interpolation=cv2.INTER_LINEAR)
-            _update_polys(sample, step)
-        return sample
-
-    def __repr__(self) -> str:
-        return _repr(self, scale_range=self.scale_range, size_limits=self.size_limits, p=self.p)
-
-
-def _poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-polygon (N, 2) min and max corners (x, y), computed with one reduceat each."""
-    pts = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in polys])
-    starts = np.concatenate([[0], np.cumsum([len(p) for p in polys])[:-1]])
-    return np.minimum.reduceat(pts, starts, axis=0), np.maximum.reduceat(pts, starts, axis=0)
-
-
-def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
-    """Mark the indices 0..n-1 covered by any closed interval [round(lo_k), round(hi_k)].
-
-    A difference array makes this O(n + K) with no Python loop. Intervals are clipped to the
-    image, so a polygon entirely outside it marks nothing (MindOCR would mark index 0).
-
-    Args:
-        lo, hi: (K,) interval ends in pixel units.
-        n: length of the axis.
-
-    Returns:
-        (n,) bool array.
-    """
-    a = np.clip(np.round(lo), 0, n).astype(np.int64)
-    b = np.clip(np.round(hi) + 1, 0, n).astype(np.int64)
-    keep = a < b
-    diff = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(diff, a[keep], 1)
-    np.add.at(diff, b[keep], -1)
-    return np.cumsum(diff[:-1]) > 0
-
-
-class RandomCropWithBBox:
-    """MindOCR's text-preserving random crop, then keep-ratio resize and zero-pad to ``crop_size``.
-
-    With probability ``p``: crop edges are drawn among rows/columns that no non-ignored polygon's
-    (rounded) extent covers, so a crop never cuts such a polygon; a crop is accepted when both
-    sides are >= ceil(side * min_crop_ratio) and at least one non-ignored polygon's bbox overlaps
-    it, trying ``max_tries`` times; else (and when 1 - p) the whole image is used. The region is
-    then scaled by min(crop_size / region_size) (rounded output size, exact per-axis factors),
-    padded with zeros at the bottom/right to exactly ``crop_size`` and ``actual_size`` (h, w) is
-    the un-padded area. The occupancy marking is vectorised (MindOCR loops in Python).
-    """
-
-    def __init__(self, max_tries: int = 10, min_crop_ratio: float = 0.1, crop_size: tuple[int, int] = (640, 640),
-                 p: float = 0.5) -> None:
-        if not isinstance(max_tries, int) or isinstance(max_tries, bool) or max_tries < 0:
-            raise ValueError(f"max_tries must be an integer >= 0, got {max_tries!r}")
-        if not isinstance(min_crop_ratio, (int, float)) or not 0.0 < min_crop_ratio <= 1.0:
-            raise ValueError(f"min_crop_ratio must be in (0, 1], got {min_crop_ratio!r}")
-        self.max_tries = max_tries
-        self.min_crop_ratio = float(min_crop_ratio)
-        self.crop_size = _check_pair(crop_size, "crop_size", positive=True, integer=True)
-        self.p = _check_prob(p)
-
-    def choose_box(self, size: tuple[int, int], polys: list, ignore_tags: Any,
-                   rng: np.random.Generator) -> tuple[int, int, int, int]:
-        """Draw the crop region (y0, y1, x0, x1), end-exclusive, of an image of ``size`` (h, w)."""
-        h, w = size
-        full = (0, h, 0, w)
-        if rng.random() >= self.p:
-            return full
-        ignore = np.zeros(len(polys), bool) if ignore_tags is None else np.asarray(ignore_tags, bool)
-        keep = [p for p, ig in zip(polys, ignore, strict=True) if not ig and len(p)]
-        if not keep:
-            return full
-        lo, hi = _poly_bounds(keep)
-        rows, cols = occupied(lo[:, 1], hi[:, 1], h), occupied(lo[:, 0], hi[:, 0], w)
-        if rows.all() or cols.all():
-            return full
-        free_rows, free_cols = np.flatnonzero(~rows), np.flatnonzero(~cols)
-        min_h, min_w = (max(1, math.ceil(s * self.min_crop_ratio)) for s in size)
-        for _ in range(self.max_tries):
-            y0, y1 = np.sort(rng.choice(free_rows, size=2))
-            x0, x1 = np.sort(rng.choice(free_cols, size=2))
-            if y1 - y0 < min_h or x1 - x0 < min_w:
-                continue
-            if ((hi[:, 0] > x0) & (hi[:, 1] > y0) & (lo[:, 0] < x1) & (lo[:, 1] < y1)).any():
-                return int(y0), int(y1), int(x0), int(x1)
-        return full
-
-    def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep:
-        """Draw the crop and return its affine map (the region's resize into ``crop_size``)."""
-        y0, y1, x0, x1 = self.choose_box(size, polys, ignore_tags, rng)
-        ch, cw = self.crop_size
-        scale = min(ch / (y1 - y0), cw / (x1 - x0))
-        oh = min(ch, max(1, round((y1 - y0) * scale)))
-        ow = min(cw, max(1, round((x1 - x0) * scale)))
-        matrix = _scale_matrix(ow / (x1 - x0), oh / (y1 - y0), x0, y0)
-        return AffineStep(matrix, (oh, ow), pad_to=self.crop_size, src_box=(y0, y1, x0, x1))
-
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        y0, y1, x0, x1 = step.src_box
-        oh, ow = step.size
-        region = cv2.resize(sample["image"][y0:y1, x0:x1], (ow, oh), interpolation=cv2.INTER_LINEAR)
-        sample["image"] = pad_bottom_right(region, step.pad_to)
-        sample["actual_size"] = (oh, ow)
-        _update_polys(sample, step)
-        return sample
-
-    def __repr__(self) -> str:
-        return _repr(self, max_tries=self.max_tries, min_crop_ratio=self.min_crop_ratio,
-                     crop_size=self.crop_size, p=self.p)
-
-
-def pad_bottom_right(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Zero-pad an (h, w[, C]) image at the bottom/right to ``size`` (H, W) >= (h, w)."""
-    h, w = image.shape[:2]
-    if (h, w) == tuple(size):
-        return image
-    out = np.zeros((size[0], size[1]) + image.shape[2:], dtype=image.dtype)
-    out[:h, :w] = image
-    return out
-
-
-# ----------------------------------------------------------------------------- polygon validation
-def _clip_half_plane(pts: np.ndarray, axis: int, bound: float, keep_below: bool) -> np.ndarray:
-    """One Sutherland-Hodgman pass: keep the part of a closed polygon on one side of x|y = bound."""
-    if len(pts) == 0:
-        return pts
-    d = bound - pts[:, axis] if keep_below else pts[:, axis] - bound
-    nxt, dn = np.roll(pts, -1, axis=0), np.roll(d, -1)
-    inside = d >= 0
-    cross = inside != (dn >= 0)
-    t = d / np.where(cross, d - dn, 1.0)
-    cand = np.stack([pts, pts + t[:, None] * (nxt - pts)], axis=1)  # (P, 2 candidates, 2)
-    return cand[np.stack([inside, cross], axis=1)]
-
-
-def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
-    """Clip a polygon to the box [0, w] x [0, h] (Sutherland-Hodgman, vectorised per side).
-
-    Args:
-        poly: (P, 2) polygon.
-        w, h: box size.
-
-    Returns:
-        (Q, 2) float64 clipped polygon with consecutive duplicates removed; Q = 0 when the polygon
-        lies outside the box.
-    """
-    pts = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
-    for axis, bound, below in ((0, 0.0, False), (0, float(w), True), (1, 0.0, False), (1, float(h), True)):
-        pts = _clip_half_plane(pts, axis, bound, below)
-    if len(pts) > 1:
-        pts = pts[np.any(pts != np.roll(pts, -1, axis=0), axis=1)]
-    return pts
-
-
-class ValidatePolygons:
-    """Drop polygons outside the visible area and mark barely visible ones as ignored (MindOCR).
-
-    The visible area is the (h, w) of ``actual_size`` (the un-padded crop) or of the image, i.e.
-    [-0.5, w - 0.5] x [-0.5, h - 0.5] in pixel-centre coordinates (MindOCR's box(0, 0, w, h) is
-    the same area in its pixel-corner view; see the module docstring). A polygon not intersecting
-    it is dropped with its text and tag; one whose visible area is < ``min_area`` becomes ignored.
-    With ``clip_to_visible_area`` the polygon is replaced by its visible part and ignored when that
-    has fewer than ``min_vertices`` vertices. Polygons whose bbox lies inside the area skip
-    clipping (the common case after a text-preserving crop), and the clip is a vectorised
-    Sutherland-Hodgman instead of one shapely intersection per polygon.
-    """
-
-    def __init__(self, min_area: float = 1.0, clip_to_visible_area: bool = False, min_vertices: int = 4) -> None:
-        if not isinstance(min_area, (int, float)) or min_area < 0:
-            raise ValueError(f"min_area must be a number >= 0, got {min_area!r}")
-        if not isinstance(min_vertices, int) or min_vertices < 3:
-            raise ValueError(f"min_vertices must be an integer >= 3, got {min_vertices!r}")
-        self.min_area = float(min_area)
-        self.clip_to_visible_area = bool(clip_to_visible_area)
-        self.min_vertices = min_vertices
-
-    def _check(self, poly: np.ndarray, w: float, h: float) -> tuple[np.ndarray | None, bool]:
-        """Return (polygon to keep or None to drop, whether it must become ignored)."""
-        corner = poly + 0.5  # pixel-centre -> pixel-corner coordinates: the image is [0, w] x [0, h]
-        lo, hi = corner.min(axis=0), corner.max(axis=0)
-        if hi[0] < 0 or hi[1] < 0 or lo[0] > w or lo[1] > h:
-            return None, False
-        inside = lo[0] >= 0 and lo[1] >= 0 and hi[0] <= w and hi[1] <= h
-        visible = corner if inside else clip_polygon_to_box(corner, w, h)
-        if len(visible) < 3:
-            return None, False
-        ignore = polygon_area(visible) < self.min_area
-        if self.clip_to_visible_area and not inside:
-            poly = (visible - 0.5).astype(np.float32)
-            ignore = ignore or len(poly) < self.min_vertices
-        return poly, ignore
-
-    def _inside_areas(self, polys: list, w: float, h: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """Bbox fast path for equal-vertex-count polygons (quads): which lie wholly inside the visible
-        area, and their areas (corner coordinates, as ``_check``). None when the counts differ."""
-        if len({len(p) for p in polys}) != 1 or len(polys[0]) < 3:
-            return None
-        corner = np.stack(polys).astype(np.float32) + np.float32(0.5)  # as _check: float32 poly + 0.5
-        lo, hi = corner.min(axis=1), corner.max(axis=1)
-        inside = (lo >= 0).all(axis=1) & (hi[:, 0] <= w) & (hi[:, 1] <= h)
-        p = corner.astype(np.float64)
-        x, y = p[..., 0], p[..., 1]
-        area = np.abs((x * np.roll(y, -1, axis=1)).sum(1) - (y * np.roll(x, -1, axis=1)).sum(1)) / 2.0
-        return inside, area
-
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        h, w = (int(v) for v in sample.get("actual_size", sample["image"].shape[:2]))
-        polys, texts, tags = [], [], []
-        raw = [np.asarray(p, dtype=np.float32) for p in sample["polys"]]
-        fast = self._inside_areas(raw, w, h) if raw else None
-        for k, (poly, text, ignore) in enumerate(zip(raw, sample["texts"], sample["ignore_tags"], strict=True)):
-            if fast is not None and fast[0][k]:
-                area = fast[1][k]
-                if abs(area - self.min_area) <= 1e-9 * (area + 1.0):  # summation order could matter: be exact
-                    area = polygon_area(poly + np.float32(0.5))
-                polys.append(poly)
-                texts.append(text)
-                tags.append(bool(ignore) or area < self.min_area)
-                continue
-            kept, newly_ignored = self._check(poly, w, h)
-            if kept is not None:
-                polys.append(kept)
-                texts.append(text)
-                tags.append(bool(ignore) or newly_ignored)
-        sample["polys"], sample["texts"] = polys, texts
-        sample["ignore_tags"] = np.array(tags, dtype=bool)
-        return sample
-
-    def __repr__(self) -> str:
-        return _repr(self, min_area=self.min_area, clip_to_visible_area=self.clip_to_visible_area,
-                     min_vertices=self.min_vertices)
 
 
 # ----------------------------------------------------------------------------- normalisation
