@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
@@ -50,3 +52,14 @@ def tiny_cfg_args(synth_root, tmp_path):
     """``(recipe_path, overrides, run_dir)`` for a tiny run in a temp folder."""
     run_dir = str(tmp_path / "run")
     return RECIPE, tiny_overrides(synth_root, run_dir), run_dir
+
+
+def coverage(polys: list[np.ndarray], shape: tuple[int, int], k: int = 16) -> np.ndarray:
+    """(H, W) float32 fraction of each pixel covered by the polygons (fillPoly's closed boundary
+    makes it about 1/(2k) px too large on every side)."""
+    h, w = shape
+    hi = np.zeros((h * k, w * k), np.uint8)
+    for p in polys:
+        q = (np.asarray(p, np.float64) + 0.5) * k - 0.5
+        cv2.fillPoly(hi, [np.round(q * 16).astype(np.int32)], 255, lineType=cv2.LINE_8, shift=4)
+    return cv2.resize(hi, (w, h), interpolation=cv2.INTER_AREA).astype(np.float32) / 255

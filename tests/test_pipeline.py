@@ -12,6 +12,7 @@ import yaml
 
 pytest.importorskip("textdet.data.targets")  # pipeline.py imports ShrinkBinaryMap/BorderMap from it
 
+from conftest import coverage  # noqa: E402
 from textdet.data.geometric import (  # noqa: E402
     RandomCropWithBBox,
     RandomHorizontalFlip,
@@ -46,16 +47,6 @@ BOXES = [
     np.array([[80, 60], [150, 64], [148, 90], [79, 86]], np.float32) + 0.3,
     np.array([[20, 80], [50, 80], [50, 110], [20, 110]], np.float32) + 0.3,  # ignored ("###")
 ]
-
-
-def coverage(polys: list[np.ndarray], shape: tuple[int, int], k: int = 16) -> np.ndarray:
-    """(H, W) fraction of each pixel (centre j, extent [j - 0.5, j + 0.5]) covered by the polygons."""
-    h, w = shape
-    hi = np.zeros((h * k, w * k), np.uint8)
-    for p in polys:
-        q = (np.asarray(p, np.float64) + 0.5) * k - 0.5
-        cv2.fillPoly(hi, [np.round(q * 16).astype(np.int32)], 255, lineType=cv2.LINE_8, shift=4)
-    return cv2.resize(hi, (w, h), interpolation=cv2.INTER_AREA).astype(np.float32) / 255
 
 
 def make_sample() -> dict:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import coverage
 from textdet.data.geometric import (
     RandomCropWithBBox,
     RandomHorizontalFlip,
@@ -38,17 +39,6 @@ from textdet.errors import SampleError
 from textdet.geometry import polygon_area
 
 QUAD = np.array([[30, 40], [90, 35], [95, 80], [28, 85]], dtype=np.float32)  # clockwise in image coords
-
-
-def coverage(polys: list[np.ndarray], shape: tuple[int, int], k: int = 16) -> np.ndarray:
-    """(H, W) float32 fraction of each pixel covered by the polygons (fillPoly's closed boundary
-    makes it about 1/(2k) px too large on every side)."""
-    h, w = shape
-    hi = np.zeros((h * k, w * k), np.uint8)
-    for p in polys:
-        q = (np.asarray(p, np.float64) + 0.5) * k - 0.5
-        cv2.fillPoly(hi, [np.round(q * 16).astype(np.int32)], 255, lineType=cv2.LINE_8, shift=4)
-    return cv2.resize(hi, (w, h), interpolation=cv2.INTER_AREA).astype(np.float32) / 255
 
 
 def mask_iou(a: np.ndarray, b: np.ndarray) -> float:

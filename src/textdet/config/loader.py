@@ -282,7 +282,9 @@ def located(cfg: Config, key: str) -> Iterator[None]:
         meta = getattr(cfg, "meta", None)
         where = meta.where(key) if meta is not None else key
         msg = str(e)
-        raise ConfigError(msg if msg.startswith(where) else f"{where}: {key}: {msg}") from None
+        if msg.startswith(where):
+            raise ConfigError(msg) from None
+        raise ConfigError(f"{where}: {msg}" if msg.startswith(key) else f"{where}: {key}: {msg}") from None
 
 
 def get_key(cfg: Any, path: str) -> Any:
