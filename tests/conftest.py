@@ -63,3 +63,18 @@ def coverage(polys: list[np.ndarray], shape: tuple[int, int], k: int = 16) -> np
         q = (np.asarray(p, np.float64) + 0.5) * k - 0.5
         cv2.fillPoly(hi, [np.round(q * 16).astype(np.int32)], 255, lineType=cv2.LINE_8, shift=4)
     return cv2.resize(hi, (w, h), interpolation=cv2.INTER_AREA).astype(np.float32) / 255
+
+
+def save_tiny_model(synth_root: str, run: str):
+    """A width-8 DBNet (neck 32 channels) of the tiny config, random init with seed 1, saved as
+    ``run/model.ckpt`` = ``{"model": state_dict}``; returns (overrides, config, eval-mode model, ckpt path)."""
+    from textdet.config import load_config
+    from textdet.engine import build
+
+    opts = tiny_overrides(synth_root, run)
+    cfg = load_config(RECIPE, opts)
+    torch.manual_seed(1)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False).eval()
+    ckpt = os.path.join(run, "model.ckpt")
+    torch.save({"model": model.state_dict()}, ckpt)
+    return opts, cfg, model, ckpt

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import RECIPE, tiny_overrides
+from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet.config import load_config
 from textdet.data.transforms import DetResize
 from textdet.engine import build
@@ -35,12 +35,7 @@ def exported(synth_root, tmp_path_factory):
     """Width-8 DBNet (neck 32 channels), random init with seed 1, saved as ``{"model": state_dict}`` and
     exported with ``textdet export`` (traced at the eval pipeline's 96x128)."""
     run = tmp_path_factory.mktemp("export")
-    opts = tiny_overrides(synth_root, str(run))
-    cfg = load_config(RECIPE, opts)
-    torch.manual_seed(1)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False).eval()
-    ckpt = str(run / "model.ckpt")
-    torch.save({"model": model.state_dict()}, ckpt)
+    opts, cfg, model, ckpt = save_tiny_model(synth_root, str(run))
     parser = argparse.ArgumentParser(prog="textdet")
     add_export_arguments(parser.add_subparsers(dest="command"))
     argv = ["export", "-c", RECIPE, *[a for o in opts for a in ("-o", o)], "--ckpt", ckpt,

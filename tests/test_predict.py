@@ -16,10 +16,9 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import RECIPE, tiny_overrides
+from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet.config import load_config
 from textdet.data.transforms import IMAGENET_MEAN, IMAGENET_STD, DetResize, NormalizeImage
-from textdet.engine import build
 from textdet.errors import TextdetError
 from textdet.predict import (
     Detector,
@@ -240,12 +239,7 @@ def tiny_ckpt_and_onnx(synth_root, tmp_path_factory):
     from textdet.export import export_onnx
 
     run = tmp_path_factory.mktemp("tiny")
-    opts = tiny_overrides(synth_root, str(run))
-    cfg = load_config(RECIPE, opts)
-    torch.manual_seed(1)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False).eval()
-    ckpt = str(run / "model.ckpt")
-    torch.save({"model": model.state_dict()}, ckpt)
+    opts, _, model, ckpt = save_tiny_model(synth_root, str(run))
     onnx = export_onnx(model, str(run / "model.onnx"), 96, 128)
     return opts, ckpt, onnx
 

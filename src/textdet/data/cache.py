@@ -132,12 +132,14 @@ def cacheable(decode: object) -> bool:
 
 
 def plan_cache(mode: bool | str, paths: Sequence[str], key: str) -> ImageCache | None:
-    """An ImageCache when ``mode`` is True, or "auto" and the decoded set fits in a quarter of free memory."""
+    """An ImageCache when ``mode`` is True, or "auto" and the decoded set fits in a quarter of the free
+    memory this process may use (divided among torchrun's local processes)."""
     if mode is False or mode == "false":
         return None
     sizes = image_sizes(paths)
     need = sum(h * w * 3 for h, w in sizes)
-    free = available_memory()
+    # under torchrun every process on this machine builds its own cache: share the budget
+    free = available_memory() // max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
     if mode == "auto" and (not free or need > free // 4):
         logger.info("%s=auto: not caching decoded images (%.2f GiB needed, %.2f GiB available)", key,
                     need / 2**30, free / 2**30)
