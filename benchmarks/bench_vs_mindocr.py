@@ -513,18 +513,10 @@ def gt_maps(val: list[dict], h: int, w: int, seed: int) -> tuple[np.ndarray, np.
 
 def blob_maps(n: int, h: int, w: int, seed: int) -> np.ndarray:
     """30 blurred rotated text lines (P ~ 0.9-0.99) per map, one per cell of a 6x5 grid, on faint noise."""
+    from bench_postprocess import synthetic_map  # the same maps as benchmarks/bench_postprocess.py
+
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        prob = (rng.random((h, w)) * 0.1).astype(np.float32)
-        cw, ch = w / 6, h / 5
-        for i in range(30):
-            cx, cy = (i % 6 + 0.5) * cw, (i // 6 + 0.5) * ch
-            size = (rng.uniform(30, 0.8 * cw), rng.uniform(8, 30))
-            pts = cv2.boxPoints(((cx, cy), size, rng.uniform(-20, 20))).astype(np.int32)
-            cv2.fillPoly(prob, [pts], float(rng.uniform(0.9, 0.99)))
-        out.append(cv2.GaussianBlur(prob, (3, 3), 0))
-    return np.stack(out)
+    return np.stack([synthetic_map(rng, h, w) for _ in range(n)])
 
 
 def _image_hw(path: str) -> tuple[int, int]:

@@ -220,12 +220,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from textdet.engine.evaluate import evaluate_checkpoint
 
         result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device, progress=progress)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"Performance: recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
-              f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
-              f"checkpoint {result['checkpoint']})")
+    return _report(result, args.json, f"Performance: recall {result['recall']:.4f}, precision "
+                   f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['images']} images, "
+                   f"{result['eval_time']:.2f} s, checkpoint {result['checkpoint']})")
+
+
+def _report(result: dict, as_json: bool, line: str) -> int:
+    """One JSON object (``--json``) or one human line on stdout."""
+    print(json.dumps(result) if as_json else line)
     return 0
 
 
@@ -261,13 +263,9 @@ def cmd_metric(args: argparse.Namespace) -> int:
     from textdet.metrics.icdar_io import evaluate_files
 
     result = evaluate_files(args.gt, args.pred)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"recall {result['recall']:.4f}, precision {result['precision']:.4f}, f-score {result['f-score']:.4f} "
-              f"({result['tp']} matched of {result['n_gt']} GT and {result['n_det']} detections, "
-              f"{result['images']} images)")
-    return 0
+    return _report(result, args.json, f"recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
+                   f"f-score {result['f-score']:.4f} ({result['tp']} matched of {result['n_gt']} GT and "
+                   f"{result['n_det']} detections, {result['images']} images)")
 
 
 def cmd_check_data(args: argparse.Namespace) -> int:
