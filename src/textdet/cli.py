@@ -66,11 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--size", default="640x480", help="WxH, e.g. 1280x720")
 
-    p = sub.add_parser("convert", help="convert other label formats to MindOCR's")
-    p.add_argument("format", choices=("icdar15",))
-    p.add_argument("gt_dir")
-    p.add_argument("--out", required=True, help="label file to write")
-    p.add_argument("--image-prefix", default="", help="prefix for image paths in the label file")
+    p = sub.add_parser("convert", help="convert labels, checkpoints and models from other tools to textdet's")
+    formats = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    q = formats.add_parser("icdar15", help="ICDAR2015 gt_img_N.txt folder -> MindOCR label file")
+    q.add_argument("gt_dir")
+    q.add_argument("--out", required=True, help="label file to write")
+    q.add_argument("--image-prefix", default="", help="prefix for image paths in the label file")
+    q.set_defaults(convert=convert_icdar15)
 
     p = sub.add_parser("metric", help="score detections: ICDAR gt_img_N.txt/res_img_N.txt folders or label files")
     p.add_argument("--gt", required=True)
@@ -252,6 +254,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    return args.convert(args)
+
+
+def convert_icdar15(args: argparse.Namespace) -> int:
     from textdet.data.labels import convert_icdar15
 
     n = convert_icdar15(args.gt_dir, args.out, image_prefix=args.image_prefix)
