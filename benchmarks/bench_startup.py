@@ -27,8 +27,7 @@ from textdet.data.synth import generate_dataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 USER_YAML_CANDIDATES = (
-    os.path.join(HERE, "..", "..", "shared", "fixtures", "mindocr_db_r50_user.yaml"),  # /work/main -> /work/shared
-    os.path.join(HERE, "..", "shared", "fixtures", "mindocr_db_r50_user.yaml"),
+    os.path.join(HERE, "..", "configs", "mindocr_db_r50_user.yaml"),
 )
 BAD_CONFIGS = {
     "unknown key (train.loader.batch_sise)": ["train.loader.batch_sise=2"],

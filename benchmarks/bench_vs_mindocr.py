@@ -16,7 +16,7 @@ same numpy / cv2 / shapely / pyclipper builds.)
 Parts (each in its own try/except; a failing part prints why and the others still run):
 
 (a) pipeline: the user's training ``transform_pipeline`` (``--config``, default
-    shared/fixtures/mindocr_db_r50_user.yaml) built by MindOCR's own ``create_transforms`` with
+    configs/mindocr_db_r50_user.yaml) built by MindOCR's own ``create_transforms`` with
     ``{"is_train": True, "use_minddata": False}`` (what ``DetDataset`` passes) and run with
     ``run_transforms``; and by textdet as training runs it in a loader worker:
     ``split_device_normalize(build_transforms(pipeline, fuse=True))``, i.e. without the trailing
@@ -73,8 +73,7 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CONFIG_CANDIDATES = [
-    os.path.join(HERE, "..", "..", "shared", "fixtures", "mindocr_db_r50_user.yaml"),  # /work/main -> /work/shared
-    os.path.join(HERE, "..", "shared", "fixtures", "mindocr_db_r50_user.yaml"),
+    os.path.join(HERE, "..", "configs", "mindocr_db_r50_user.yaml"),
 ]
 OUT = sys.stdout  # text output; stderr with --json
 
@@ -969,7 +968,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-out", help="where to generate the data (default: a new temp folder); reused if present")
     ap.add_argument("--images", type=int, default=30, help="images per split (default 30)")
     ap.add_argument("--size", default="1280x720", help="generated image size WxH (default 1280x720)")
-    ap.add_argument("--config", help="MindOCR YAML (default: shared/fixtures/mindocr_db_r50_user.yaml)")
+    ap.add_argument("--config", help="MindOCR YAML (default: configs/mindocr_db_r50_user.yaml)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--rounds", type=int, default=7, help="(a) interleaved timing rounds per side")
     ap.add_argument("--passes", type=int, default=2, help="(a) passes over the images per round")

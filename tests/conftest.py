@@ -12,6 +12,8 @@ import torch
 from textdet.data.synth import generate_dataset
 
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "src", "textdet", "recipes", "synthetic_dbnet_r18.yaml")
+# The user's MindOCR file exactly as they wrote it, kept in the repository (configs/).
+USER_CFG = os.path.join(os.path.dirname(__file__), "..", "configs", "mindocr_db_r50_user.yaml")
 
 torch.set_num_threads(2)
 

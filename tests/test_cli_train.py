@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import RECIPE, tiny_overrides
+from conftest import RECIPE, USER_CFG, tiny_overrides
 from textdet.cli import main
 from textdet.config import load_config
 from textdet.engine.trainer import Trainer
@@ -184,7 +184,6 @@ def test_bad_config_fails_fast_with_location(tmp_path):
     assert "Traceback" not in out.stderr
 
 
-USER_CFG = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "mindocr_db_r50_user.yaml")
 
 
 def test_user_config_dry_run_prints_mindocr_banner(synth_root, tmp_path, capsys, monkeypatch):

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import USER_CFG
 from textdet.config import dump_yaml, load_config
 from textdet.config.components import check_kwargs, lookup
 from textdet.errors import ConfigError
-
-USER_CFG = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "mindocr_db_r50_user.yaml"
 
 
 def write(tmp_path: Path, text: str) -> str:

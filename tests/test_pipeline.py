@@ -12,7 +12,7 @@ import yaml
 
 pytest.importorskip("textdet.data.targets")  # pipeline.py imports ShrinkBinaryMap/BorderMap from it
 
-from conftest import coverage  # noqa: E402
+from conftest import USER_CFG, coverage  # noqa: E402
 from textdet.data.geometric import (  # noqa: E402
     RandomCropWithBBox,
     RandomHorizontalFlip,
@@ -29,9 +29,7 @@ from textdet.data.pipeline import (  # noqa: E402
 from textdet.data.transforms import RandomColorAdjust  # noqa: E402
 from textdet.errors import ConfigError  # noqa: E402
 
-USER_YAML = Path("/work/shared/fixtures/mindocr_db_r50_user.yaml")
-if not USER_YAML.exists():  # the fixture also lives in the repository's shared folder when checked out
-    USER_YAML = Path(__file__).resolve().parents[1] / "shared" / "fixtures" / "mindocr_db_r50_user.yaml"
+USER_YAML = Path(USER_CFG)
 
 # The user's geometric augmentation (mindocr_db_r50_user.yaml), with a small crop for speed.
 GEOMETRY = [
