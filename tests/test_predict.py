@@ -275,3 +275,27 @@ def test_checkpoint_and_onnx_detectors_give_the_same_boxes(synth_root, tiny_ckpt
                           [e["score"] for e in t[name]], [e["score"] for e in o[name]])
     with pytest.raises(TextdetError, match="checkpoint not found"):
         Detector.from_config(cfg, str(tmp_path / "nope.ckpt"))
+
+
+def test_predict_labelme_output_round_trips_through_convert(bright_onnx, tmp_path, capsys):
+    """The pre-labelling loop: predict --format labelme writes out/rects.json (imagePath relative to it, the
+    image size, one unlabelled polygon per box, its score as the description); convert labelme on that folder
+    (predictions.json beside it is skipped) gives the predicted boxes under the image's name."""
+    from textdet import cli
+
+    src, out = tmp_path / "images", tmp_path / "out"
+    src.mkdir()
+    cv2.imwrite(str(src / "rects.png"), two_rectangles())
+    assert predict_cli(str(src), "--onnx", bright_onnx, "--out", str(out), "--format", "labelme") == 0
+    assert "1 labelme files" in capsys.readouterr().out
+    doc = json.loads((out / "rects.json").read_text())
+    assert (doc["imagePath"], doc["imageHeight"], doc["imageWidth"]) == ("../images/rects.png", H, W)
+    predicted = json.loads((out / "predictions.json").read_text())[str(src / "rects.png")]
+    assert [(s["label"], s["shape_type"], s["description"]) for s in doc["shapes"]] == [
+        ("", "polygon", f"score {e['score']:.3f}") for e in predicted]
+
+    assert cli.main(["convert", "labelme", str(out), "--image-dir", str(src), "--out", str(tmp_path / "l.txt")]) == 0
+    name, payload = (tmp_path / "l.txt").read_text().strip().split("\t")
+    assert name == "rects.png"
+    assert [a["points"] for a in json.loads(payload)] == [e["points"] for e in predicted]
+    assert all(a["transcription"] == "" for a in json.loads(payload))

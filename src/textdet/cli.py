@@ -13,10 +13,12 @@ import sys
 import time
 
 from textdet import bench
+from textdet.data.formats import FORMATS
 from textdet.export import add_export_arguments
 from textdet.predict import add_predict_arguments
 
 _T_MAIN = time.time()
+PROTOCOLS = ("icdar15", "deteval", "tiou")  # textdet.metrics.PROTOCOLS, named here so --help stays light
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 SYNTH_SETTINGS = {"n_train": 400, "n_val": 50, "seed": 0, "size": (320, 320)}
@@ -31,6 +33,11 @@ def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("-c", "--config", required=required, help="MindOCR-style YAML config")
     p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a config value (YAML-parsed), repeatable: -o train.loader.batch_size=4")
+
+
+def _add_protocol(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--protocol", choices=PROTOCOLS, help="matching rule: icdar15 (IoU > 0.5, one-to-one; the "
+                   "default), deteval (ICDAR 2013: splits and merges), tiou (tightness-aware IoU)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true")
+    _add_protocol(p)
+    p.add_argument("--sweep", action="store_true", help="also score a grid of binary_thresh x box_thresh on the "
+                   "same model outputs; its best pair is tuned on the evaluation split (an oracle)")
 
     add_predict_arguments(sub)
     add_export_arguments(sub)
@@ -73,11 +83,23 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", required=True, help="label file to write")
     q.add_argument("--image-prefix", default="", help="prefix for image paths in the label file")
     q.set_defaults(convert=convert_icdar15)
+    for name, reader in FORMATS.items():
+        q = formats.add_parser(name, help=reader.__doc__.splitlines()[0])
+        q.add_argument("input")
+        q.add_argument("--out", required=True, help="label file to write (a folder with --to labelme)")
+        q.add_argument("--to", choices=("label", "labelme"), default="label",
+                       help="label: a MindOCR/PaddleOCR label file; labelme: one labelme JSON per image, to review")
+        q.add_argument("--image-dir", help="the folder image names are relative to (labelme input: default the "
+                       "input folder; --to labelme: where the images are, default .)")
+        if name == "cocotext":
+            q.add_argument("--split", choices=("train", "val"), help="which images, when the file holds both")
+        q.set_defaults(convert=convert_labels)
 
     p = sub.add_parser("metric", help="score detections: ICDAR gt_img_N.txt/res_img_N.txt folders or label files")
     p.add_argument("--gt", required=True)
     p.add_argument("--pred", required=True)
     p.add_argument("--json", action="store_true")
+    _add_protocol(p)
 
     p = sub.add_parser("check-data", help="validate the train and eval sets, report every problem")
     _add_config_args(p)
@@ -212,19 +234,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from textdet.engine.evaluator import sweep_report
+
+    args.opt = [*args.opt, f"metric.protocol={args.protocol}"] if args.protocol else args.opt
     cfg = load_cfg(args)
     progress = not args.no_progress and sys.stdout.isatty() and not args.json
     if args.onnx:
         from textdet.export import evaluate_onnx
 
-        result = evaluate_onnx(cfg, args.onnx, device=args.device, progress=progress)
+        result = evaluate_onnx(cfg, args.onnx, device=args.device, progress=progress, sweep=args.sweep)
     else:
         from textdet.engine.evaluate import evaluate_checkpoint
 
-        result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device, progress=progress)
-    return _report(result, args.json, f"Performance: recall {result['recall']:.4f}, precision "
-                   f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['images']} images, "
-                   f"{result['eval_time']:.2f} s, checkpoint {result['checkpoint']})")
+        result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device, progress=progress, sweep=args.sweep)
+    result["protocol"] = cfg.metric.get("protocol", "icdar15")
+    line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
+            f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
+            f"checkpoint {result['checkpoint']})")
+    return _report(result, args.json, line + ("\n" + sweep_report(result["sweep"]) if args.sweep else ""))
 
 
 def _report(result: dict, as_json: bool, line: str) -> int:
@@ -265,13 +292,22 @@ def convert_icdar15(args: argparse.Namespace) -> int:
     return 0
 
 
+def convert_labels(args: argparse.Namespace) -> int:
+    from textdet.data.formats import convert_labels
+
+    options = {"split": args.split} if getattr(args, "split", None) else {}
+    summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, **options)
+    print(f"{args.format}: {summary} -> {args.out}")
+    return 0
+
+
 def cmd_metric(args: argparse.Namespace) -> int:
     from textdet.metrics.icdar_io import evaluate_files
 
-    result = evaluate_files(args.gt, args.pred)
-    return _report(result, args.json, f"recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
-                   f"f-score {result['f-score']:.4f} ({result['tp']} matched of {result['n_gt']} GT and "
-                   f"{result['n_det']} detections, {result['images']} images)")
+    result = evaluate_files(args.gt, args.pred, protocol=args.protocol or "icdar15")
+    return _report(result, args.json, f"{result['protocol']}: recall {result['recall']:.4f}, precision "
+                   f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['tp']} matched of "
+                   f"{result['n_gt']} GT and {result['n_det']} detections, {result['images']} images)")
 
 
 def cmd_check_data(args: argparse.Namespace) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import time
 import warnings
 from typing import TYPE_CHECKING
 
@@ -136,7 +135,8 @@ class OnnxModel:
         return f"OnnxModel({self.path!r}, input={self.input_name!r}, output={self.output_name!r}, {self.providers})"
 
 
-def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False) -> dict:
+def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False,
+                  sweep: bool = False) -> dict:
     """``textdet eval --onnx``: the keys of ``evaluate_checkpoint`` ("checkpoint" is the .onnx path), plus "onnx".
 
     Only the eval data, postprocess and metric sections are used, so an external model needs no
@@ -146,7 +146,7 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
 
     from textdet.engine import build
     from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluator import Evaluator
+    from textdet.engine.evaluator import Evaluator, ThresholdSweep, timed_run
     from textdet.engine.feed import DeviceInput
 
     build.check_columns(cfg, ("eval",))
@@ -155,13 +155,10 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
     cpu = torch.device("cpu")
     pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), enabled=False)
     loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, cpu)
-    evaluator = Evaluator(loader, postprocess, metric, DeviceInput(cpu, normalize), amp_settings("O0", "cpu"), progress)
-    t0 = time.perf_counter()
-    perf = evaluator.run(model)
-    dt = time.perf_counter() - t0
-    path = os.path.abspath(onnx_path)
-    return {**perf, "images": evaluator.images, "eval_time": dt, "img_per_s": evaluator.images / max(dt, 1e-9),
-            "checkpoint": path, "onnx": path}
+    evaluator = Evaluator(loader, postprocess, metric, DeviceInput(cpu, normalize), amp_settings("O0", "cpu"), progress,
+                          ThresholdSweep(postprocess, metric) if sweep else None)
+    result = timed_run(evaluator, model, onnx_path)
+    return {**result, "onnx": result["checkpoint"]}
 
 
 # ----------------------------------------------------------------------------- export

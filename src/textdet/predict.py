@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from textdet.data.formats import labelme_json, plain_points
 from textdet.errors import ConfigError, DataError, TextdetError
 
 if TYPE_CHECKING:
@@ -286,17 +287,6 @@ def find_checkpoint(cfg: Config, ckpt: str | None) -> tuple[str, str]:
 
 
 # ----------------------------------------------------------------------------- outputs
-def _num(v: float) -> int | float:
-    v = float(v)
-    return int(v) if v.is_integer() else round(v, 2)
-
-
-def _points(poly: np.ndarray) -> list[list[int | float]]:
-    import numpy as np
-
-    return [[_num(x), _num(y)] for x, y in np.asarray(poly).reshape(-1, 2)]
-
-
 def draw_polys(image_rgb: np.ndarray, polys: Sequence[np.ndarray], path: str) -> None:
     """Write ``image_rgb`` with ``polys`` outlined (green, 2 px) to ``path``."""
     import cv2
@@ -311,7 +301,7 @@ def draw_polys(image_rgb: np.ndarray, polys: Sequence[np.ndarray], path: str) ->
 
 def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
     """``predictions.json`` ({path: [{"points", "score"}]}) and MindOCR's ``det_results.txt``."""
-    preds = {path: [{"points": _points(p), "score": round(float(s), 4)} for p, s in zip(r["polys"], r["scores"],
+    preds = {path: [{"points": plain_points(p), "score": round(float(s), 4)} for p, s in zip(r["polys"], r["scores"],
                                                                                        strict=True)]
              for path, r in results.items()}
     json_path = os.path.join(out_dir, "predictions.json")
@@ -320,7 +310,7 @@ def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
     txt_path = os.path.join(out_dir, "det_results.txt")
     with open(txt_path, "w", encoding="utf-8") as f:
         for path, r in results.items():
-            f.write(f"{os.path.basename(path)}\t{json.dumps([_points(p) for p in r['polys']])}\n")
+            f.write(f"{os.path.basename(path)}\t{json.dumps([plain_points(p) for p in r['polys']])}\n")
     return json_path, txt_path
 
 
@@ -336,6 +326,8 @@ def add_predict_arguments(subparsers: argparse._SubParsersAction) -> argparse.Ar
     p.add_argument("--onnx", help="ONNX model: a textdet export or an external DB-style model (e.g. PP-OCR det)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--draw", action="store_true", help="also write DIR/<stem>_det.jpg with the boxes drawn")
+    p.add_argument("--format", choices=("json", "labelme"), default="json", help="labelme: also write DIR/<stem>.json "
+                   "labelme files (labelme IMAGES --output DIR to correct them, then textdet convert labelme DIR)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
     p.add_argument("--batch-size", type=int, default=8, help="images per forward (same resized size only)")
     return p
@@ -364,6 +356,9 @@ def build_detector(args: argparse.Namespace) -> Detector:
 def run_predict(args: argparse.Namespace) -> int:
     """``textdet predict``: detect, write predictions.json + det_results.txt (+ drawn images), summarise."""
     paths = find_images(args.inputs)
+    labelme = getattr(args, "format", "json") == "labelme"
+    if labelme and any(os.path.splitext(os.path.basename(p))[0] == "predictions" for p in paths):
+        raise TextdetError("an image named predictions.* would overwrite predictions.json; rename it")
     detector = build_detector(args)
     os.makedirs(args.out, exist_ok=True)
     results: dict[str, dict] = {}
@@ -380,9 +375,14 @@ def run_predict(args: argparse.Namespace) -> int:
                 skipped += 1
         for path, image, res in zip(batch, images, detector.predict(images) if images else [], strict=True):
             results[path] = res
+            stem = os.path.join(args.out, os.path.splitext(os.path.basename(path))[0])
             if args.draw:
-                stem = os.path.splitext(os.path.basename(path))[0]
-                draw_polys(image, res["polys"], os.path.join(args.out, f"{stem}_det.jpg"))
+                draw_polys(image, res["polys"], f"{stem}_det.jpg")
+            if labelme:  # no transcription yet: the reviewer types it as the label
+                anns = [{"transcription": "", "points": p, "score": s} for p, s in zip(res["polys"], res["scores"],
+                                                                                       strict=True)]
+                with open(f"{stem}.json", "w", encoding="utf-8") as f:
+                    json.dump(labelme_json(os.path.relpath(path, args.out), *image.shape[:2], anns), f, indent=2)
     seconds = time.perf_counter() - t0
     if not results:
         raise TextdetError(f"none of the {len(paths)} input images could be read (see the warnings above)")
@@ -390,5 +390,6 @@ def run_predict(args: argparse.Namespace) -> int:
     boxes = sum(len(r["polys"]) for r in results.values())
     extra = f", {skipped} unreadable skipped" if skipped else ""
     print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s{extra}; "
-          f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else ""))
+          f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else "")
+          + (f", {len(results)} labelme files" if labelme else ""))
     return 0

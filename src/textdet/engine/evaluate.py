@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 
 import torch
 
@@ -12,7 +11,7 @@ from textdet.config import Config
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
 from textdet.engine.checkpoint import load_checkpoint, model_state
-from textdet.engine.evaluator import Evaluator
+from textdet.engine.evaluator import Evaluator, ThresholdSweep, timed_run
 from textdet.engine.feed import DeviceInput
 from textdet.engine.trainer import pick_device
 from textdet.errors import ConfigError, TextdetError
@@ -42,8 +41,8 @@ def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
 
 
 def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
-                        progress: bool = False) -> dict:
-    """Recall, precision and f-score of a checkpoint, plus images, seconds and images/s."""
+                        progress: bool = False, sweep: bool = False) -> dict:
+    """Recall, precision and f-score of a checkpoint, plus images, seconds and images/s (and a threshold sweep)."""
     build.validate(cfg, ("eval",))
     path = resolve_ckpt(cfg, ckpt)
     dev = pick_device(device)
@@ -53,10 +52,8 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
     model = build.build_model_from_config(cfg, pretrained_backbone=False)
     load_weights(model, path, "--ckpt" if ckpt else "eval.ckpt_load_path")
     model.to(dev).eval()
-    evaluator = Evaluator(loader, build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg),
-                          DeviceInput(dev, normalize), amp_settings(cfg.system.amp_level_infer, dev.type), progress)
-    t0 = time.perf_counter()
-    perf = evaluator.run(model)
-    dt = time.perf_counter() - t0
-    return {**perf, "images": evaluator.images, "eval_time": dt, "img_per_s": evaluator.images / max(dt, 1e-9),
-            "checkpoint": os.path.abspath(path)}
+    post, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
+    evaluator = Evaluator(loader, post, metric, DeviceInput(dev, normalize),
+                          amp_settings(cfg.system.amp_level_infer, dev.type), progress,
+                          ThresholdSweep(post, metric) if sweep else None)
+    return timed_run(evaluator, model, path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import os
 import time
 
 import numpy as np
@@ -38,11 +40,69 @@ def ground_truth(batch: dict) -> tuple[list, list]:
     return polys, tags
 
 
-class Evaluator:
-    """Runs a model over an eval loader and returns ``metric.compute()`` (recall, precision, f-score)."""
+ORACLE = "tuned on the evaluation split (oracle)"
 
-    def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False):
-        self.loader, self.postprocess, self.metric = loader, postprocess, metric
+
+class ThresholdSweep:
+    """Score every (binary_thresh, box_thresh) pair of a grid on the same probability maps (one model run).
+
+    Each binary_thresh post-processes a map once, at the lowest box_thresh; a higher box_thresh keeps the
+    candidates scoring at least that much. DBPostprocess drops a candidate only for ``score < box_thresh`` and
+    nothing else depends on it, so every pair scores exactly as a run with those two thresholds would.
+    """
+
+    def __init__(self, postprocess, metric, binary_thresh=(0.2, 0.3, 0.4, 0.5),
+                 box_thresh=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8)) -> None:
+        self.fixed = {"binary_thresh": postprocess.binary_thresh, "box_thresh": postprocess.box_thresh}
+        self.box, self.posts = sorted(box_thresh), {}
+        for b in binary_thresh:
+            self.posts[b] = copy.copy(postprocess)
+            self.posts[b].binary_thresh, self.posts[b].box_thresh = b, self.box[0]
+        self.metrics = {(b, t): copy.deepcopy(metric) for b in binary_thresh for t in self.box}
+
+    def reset(self) -> None:
+        for m in self.metrics.values():
+            m.reset()
+
+    def update(self, prob, shape_list, gts: list, tags: list) -> None:
+        for b, post in self.posts.items():
+            dets = post(prob, shape_list)
+            for t in self.box:
+                kept = [[p for p, s in zip(d["polys"], d["scores"], strict=True) if s >= t] for d in dets]
+                self.metrics[(b, t)].update(kept, gts, tags)
+
+    def results(self) -> dict:
+        """``{"fixed": the config's thresholds, "grid": [...], "best": the grid's best pair, labelled oracle}``."""
+        grid = [{"binary_thresh": b, "box_thresh": t, **m.compute()} for (b, t), m in self.metrics.items()]
+        key = next(iter(self.metrics.values())).main_indicator
+        return {"fixed": self.fixed, "grid": grid, "best": {**max(grid, key=lambda r: r[key]), "note": ORACLE}}
+
+
+def sweep_report(sweep: dict) -> str:
+    """The grid as a table of f-scores (rows binary_thresh, columns box_thresh) and the labelled best pair."""
+    boxes = sorted({r["box_thresh"] for r in sweep["grid"]})
+    lines = ["f-score by binary_thresh (rows) and box_thresh (columns):",
+             "        " + "".join(f"{t:>7.2f}" for t in boxes)]
+    for b in sorted({r["binary_thresh"] for r in sweep["grid"]}):
+        row = {r["box_thresh"]: r["f-score"] for r in sweep["grid"] if r["binary_thresh"] == b}
+        lines.append(f"  {b:>5.2f} " + "".join(f"{row[t]:>7.4f}" for t in boxes))
+    best = sweep["best"]
+    lines.append(f"best pair, {ORACLE}: binary_thresh {best['binary_thresh']}, box_thresh {best['box_thresh']}: "
+                 f"recall {best['recall']:.4f}, precision {best['precision']:.4f}, f-score {best['f-score']:.4f}; "
+                 f"report the fixed-threshold result (binary_thresh {sweep['fixed']['binary_thresh']}, "
+                 f"box_thresh {sweep['fixed']['box_thresh']}) as the score")
+    return "\n".join(lines)
+
+
+class Evaluator:
+    """Runs a model over an eval loader and returns ``metric.compute()`` (recall, precision, f-score).
+
+    With a :class:`ThresholdSweep`, the same probability maps also go through its grid of thresholds.
+    """
+
+    def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False,
+                 sweep: ThresholdSweep | None = None):
+        self.loader, self.postprocess, self.metric, self.sweep = loader, postprocess, metric, sweep
         self.feed, self.amp, self.progress = feed, amp, progress
         self.last_seconds = 0.0
         self.images = 0
@@ -63,6 +123,8 @@ class Evaluator:
         was_training = model.training
         model.eval()
         self.metric.reset()
+        if self.sweep is not None:
+            self.sweep.reset()
         t0, self.images = time.perf_counter(), 0
         bar = progress_bar(self.progress and distributed.is_main(), len(self.loader), "eval")
         for batch in self.loader:
@@ -70,17 +132,32 @@ class Evaluator:
             with self.amp.context():
                 preds = model(images)
             shape_list = batch["shape_list"].numpy() if "shape_list" in batch else None
-            dets = self.postprocess(self._host_maps(preds), shape_list)
+            host = self._host_maps(preds)
+            dets = self.postprocess(host, shape_list)
             gts, tags = ground_truth(batch)
             self.metric.update([d["polys"] for d in dets], gts, tags)
+            if self.sweep is not None:  # the probabilities only: "bitmap" holds the config's binary_thresh
+                self.sweep.update(host[getattr(self.postprocess, "pred_name", "binary")], shape_list, gts, tags)
             self.images += len(gts)
             if bar is not None:
                 bar.update(1)
         if bar is not None:
             bar.close()
         if distributed.info().enabled:  # NCCL reduces device tensors only
-            counts = torch.as_tensor(np.asarray(self.metric.counts()), dtype=torch.int64, device=self.feed.device)
+            counts = torch.as_tensor(np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device)
             self.metric.set_counts(distributed.all_reduce_sum(counts).cpu().numpy())
         model.train(was_training)
         self.last_seconds = time.perf_counter() - t0
         return {k: float(v) for k, v in self.metric.compute().items()}
+
+
+def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
+    """``textdet eval``'s result: the metric, images, seconds, images/s, the checkpoint path (and the sweep)."""
+    t0 = time.perf_counter()
+    perf = evaluator.run(model)
+    dt = time.perf_counter() - t0
+    out = {**perf, "images": evaluator.images, "eval_time": dt, "img_per_s": evaluator.images / max(dt, 1e-9),
+           "checkpoint": os.path.abspath(checkpoint)}
+    if evaluator.sweep is not None:
+        out["sweep"] = evaluator.sweep.results()
+    return out

@@ -1,6 +1,6 @@
-"""Text-detection metric: the ICDAR2015 (Challenge 4, task 1) protocol, pooled over a data set.
+"""Text-detection metric pooled over a data set: ICDAR2015 (default), DetEval or TIoU matching.
 
-Per image, as the official ``script.py``:
+Per image, as the official ICDAR2015 (Challenge 4, task 1) ``script.py``:
 
 - coordinates are truncated to integers (toward zero, like ``int()``); polygons are shapely
   polygons; an invalid (self-intersecting) polygon is repaired with ``buffer(0)`` as in mmocr, and
@@ -14,6 +14,7 @@ Per image, as the official ``script.py``:
 
 Counts are pooled over images: ``recall = TP / #care GT``, ``precision = TP / #care detections``,
 ``f-score = 2PR / (P + R)``, each 0 when its denominator is 0 (the official script's global rule).
+DetEval and TIoU share the polygons, don't-care rule and pooling, and give fractional credit per match.
 """
 
 from __future__ import annotations
@@ -63,6 +64,39 @@ def _overlap_areas(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / den, 0.0)
+
+
+def _geometry(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any, dontcare_precision: float) -> tuple:
+    """What every protocol needs: polygons, areas, intersections (GT x det), ignore tags and don't-care detections.
+
+    A detection is don't-care when more than ``dontcare_precision`` of its area lies in one don't-care GT.
+    """
+    ignore = np.zeros(len(gts), dtype=bool) if ignore_tags is None else np.asarray(ignore_tags, dtype=bool).reshape(-1)
+    if ignore.shape[0] != len(gts):
+        raise ValueError(f"DetMetric: {len(gts)} GT polygons but {ignore.shape[0]} ignore tags")
+    g, d = _polygon_array(gts), _polygon_array(dets)
+    inter = _overlap_areas(g, d)
+    ga, da = shapely.area(g).astype(np.float64), shapely.area(d).astype(np.float64)
+    dontcare = (_ratio(inter[ignore], da[None, :]) > dontcare_precision).any(axis=0)
+    return g, d, inter, ga, da, ignore, dontcare
+
+
+def _iou_pairs(inter: np.ndarray, ga: np.ndarray, da: np.ndarray, ignore: np.ndarray, dontcare: np.ndarray,
+               iou_thresh: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """IoU matrix and the greedy one-to-one matches: GT in order, each takes its first free detection."""
+    iou = _ratio(inter, ga[:, None] + da[None, :] - inter)
+    taken, pairs = dontcare.copy(), []  # a don't-care detection can never match
+    for i in np.flatnonzero(~ignore):
+        free = np.flatnonzero(~taken & (iou[i] > iou_thresh))
+        if len(free):
+            taken[free[0]] = True
+            pairs.append((int(i), int(free[0])))
+    return iou, pairs
+
+
 def evaluate_image(
     dets: Sequence[Any],
     gts: Sequence[Any],
@@ -80,62 +114,130 @@ def evaluate_image(
     Returns:
         ``(tp, n_care_det, n_care_gt)``.
     """
-    ignore = np.zeros(len(gts), dtype=bool) if ignore_tags is None else np.asarray(ignore_tags, dtype=bool).reshape(-1)
-    if ignore.shape[0] != len(gts):
-        raise ValueError(f"DetMetric: {len(gts)} GT polygons but {ignore.shape[0]} ignore tags")
-    gt_polys, det_polys = _polygon_array(gts), _polygon_array(dets)
-    inter = _overlap_areas(gt_polys, det_polys)
-    gt_area, det_area = shapely.area(gt_polys).astype(np.float64), shapely.area(det_polys).astype(np.float64)
+    _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
+    pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)[1]
+    return len(pairs), int(len(dets) - dontcare.sum()), int((~ignore).sum())
 
-    det_dontcare = np.zeros(len(dets), dtype=bool)
-    if ignore.any() and len(dets):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(det_area[None, :] > 0, inter[ignore] / det_area[None, :], 0.0)
-        det_dontcare = (frac > area_precision_constraint).any(axis=0)
 
-    union = gt_area[:, None] + det_area[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iou = np.where(union > 0, inter / union, 0.0)
-    det_matched = det_dontcare.copy()  # a don't-care detection can never match
-    tp = 0
-    for g in np.flatnonzero(~ignore):
-        free = np.flatnonzero(~det_matched & (iou[g] > iou_thresh))
-        if len(free):
-            det_matched[free[0]] = True
-            tp += 1
-    return tp, int(len(dets) - det_dontcare.sum()), int((~ignore).sum())
+def _tightness(lost_fraction: float) -> float:
+    """TIoU's penalty f(x) = 1 - x, with x <= 0.01 counted as no loss (as the reference code)."""
+    return 1.0 if lost_fraction <= 0.01 else 1.0 - lost_fraction
+
+
+def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
+               area_precision_constraint: float = 0.5) -> tuple[float, float, int, int]:
+    """TIoU (Liu et al., CVPR 2019, "Tightness-aware evaluation protocol for scene text detection") for one image.
+
+    Matching is ICDAR2015's (above). A match (G, D) adds to recall ``IoU * f(Ct / |G|)``, Ct = the part of G
+    that D misses, and to precision ``IoU * f(Ot / |D|)``, Ot = the part of D that covers other GT outside G
+    (every other GT that D touches, don't-care ones included, as the public TIoU-metric script does).
+
+    Returns:
+        ``(recall sum, precision sum, n_care_det, n_care_gt)``.
+    """
+    g, d, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
+    iou, pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)
+    recall = precision = 0.0
+    for i, j in pairs:
+        recall += float(iou[i, j] * _tightness((ga[i] - inter[i, j]) / ga[i]))
+        others = [k for k in np.flatnonzero(inter[:, j] > 0) if k != i]
+        outlier = shapely.area(shapely.difference(shapely.intersection(d[j], shapely.union_all(g[others])), g[i]))
+        precision += float(iou[i, j] * _tightness((outlier if outlier > 1e-10 else 0.0) / da[j]))
+    return recall, precision, int(len(dets) - dontcare.sum()), int((~ignore).sum())
+
+
+def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, area_recall: float = 0.8,
+                  area_precision: float = 0.4, split_weight: float = 0.8, merge_weight: float = 1.0,
+                  center_diff: float = 1.0) -> tuple[float, float, int, int]:
+    """DetEval (Wolf & Jolion 2006) as the ICDAR 2013 Robust Reading script, on polygons, for one image.
+
+    With area recall r = |G & D| / |G| and area precision p = |G & D| / |D|, matches are found in this order:
+
+    - one-to-one: r >= 0.8 and p >= 0.4 for this pair only (no other pair in its row or column passes), and
+      centres closer than half the mean bounding-box diagonal; counts 1 for recall and precision;
+    - one-to-many (a split): free detections with p >= 0.4 on one GT whose r sum to >= 0.8: recall 0.8,
+      precision 0.8 per detection (1 and 1 when there is only one);
+    - many-to-one (a merge): free GT with r >= 0.8 in one detection whose p sum to >= 0.4: recall 1 per GT,
+      precision 1 (``merge_weight`` 1.0, as the RRC script: merges are not penalised).
+
+    Don't-care GT and detections (more than 0.4 of the area in a don't-care GT) take part in no match.
+
+    Returns:
+        ``(recall sum, precision sum, n_care_det, n_care_gt)``.
+    """
+    _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision)
+    r, p = _ratio(inter, ga[:, None]), _ratio(inter, da[None, :])
+    ok = (r >= area_recall) & (p >= area_precision)
+    pts = [np.trunc(np.asarray(q, dtype=np.float64).reshape(-1, 2)) for q in (*gts, *dets)]
+    centre = [q.mean(axis=0) if len(q) else np.zeros(2) for q in pts]
+    diag = [float(np.hypot(*np.ptp(q, axis=0))) if len(q) else 0.0 for q in pts]
+    gm, dm = ignore.copy(), dontcare.copy()  # matched, or never matchable
+    recall = precision = 0.0
+    for i, j in zip(*np.nonzero(ok), strict=True):
+        k = len(gts) + j
+        if gm[i] or dm[j] or ok[i].sum() != 1 or ok[:, j].sum() != 1:
+            continue
+        if 2 * np.linalg.norm(centre[i] - centre[k]) < center_diff * (diag[i] + diag[k]):
+            gm[i] = dm[j] = True
+            recall, precision = recall + 1, precision + 1
+    for i in np.flatnonzero(~gm):
+        js = np.flatnonzero(~dm & (p[i] >= area_precision))
+        if len(js) and round(float(r[i, js].sum()), 4) >= area_recall:
+            gm[i], dm[js] = True, True
+            recall += 1 if len(js) == 1 else split_weight
+            precision += 1 if len(js) == 1 else split_weight * len(js)
+    for j in np.flatnonzero(~dm):
+        gs = np.flatnonzero(~gm & (r[:, j] >= area_recall))
+        if len(gs) and round(float(p[gs, j].sum()), 4) >= area_precision:
+            dm[j], gm[gs] = True, True
+            recall += 1 if len(gs) == 1 else merge_weight * len(gs)
+            precision += 1 if len(gs) == 1 else merge_weight
+    return recall, precision, int(len(dets) - dontcare.sum()), int((~ignore).sum())
+
+
+def _icdar15_counts(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
+                    area_precision_constraint: float = 0.5) -> tuple[float, float, int, int]:
+    tp, n_det, n_gt = evaluate_image(dets, gts, ignore_tags, iou_thresh, area_precision_constraint)
+    return tp, tp, n_det, n_gt
+
+
+# protocol -> per-image (recall sum, precision sum, care detections, care GT); the last two take DetMetric's
+# iou_thresh and area_precision_constraint, DetEval has its own constraints.
+PROTOCOLS = {"icdar15": _icdar15_counts, "deteval": deteval_image, "tiou": tiou_image}
 
 
 class DetMetric:
-    """Pooled ICDAR2015 recall / precision / f-score over every image passed to :meth:`update`.
+    """Pooled recall / precision / f-score over every image passed to :meth:`update`.
 
     Args:
         main_indicator: the key the engine uses to pick the best checkpoint.
-        iou_thresh: a detection matches a GT when IoU is strictly greater than this.
+        iou_thresh: a detection matches a GT when IoU is strictly greater than this (icdar15, tiou).
         area_precision_constraint: a detection is don't-care when more than this fraction of its
-            area lies in one don't-care GT.
+            area lies in one don't-care GT (icdar15, tiou; DetEval uses its own 0.4).
+        protocol: a key of PROTOCOLS: "icdar15" (default), "deteval" or "tiou".
     """
 
-    def __init__(
-        self, main_indicator: str = "f-score", iou_thresh: float = 0.5, area_precision_constraint: float = 0.5
-    ) -> None:
+    def __init__(self, main_indicator: str = "f-score", iou_thresh: float = 0.5,
+                 area_precision_constraint: float = 0.5, protocol: str = "icdar15") -> None:
         if main_indicator not in ("recall", "precision", "f-score"):
             raise ValueError(
                 f"DetMetric: main_indicator must be 'recall', 'precision' or 'f-score', got {main_indicator!r}"
             )
-        self.main_indicator = main_indicator
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"DetMetric: protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
+        self.main_indicator, self.protocol = main_indicator, protocol
         self.iou_thresh = float(iou_thresh)
         self.area_precision_constraint = float(area_precision_constraint)
-        self._counts = np.zeros(3, dtype=np.int64)
+        self._counts = np.zeros(4)
 
     def __repr__(self) -> str:
         return (
             f"DetMetric(main_indicator={self.main_indicator!r}, iou_thresh={self.iou_thresh}, "
-            f"area_precision_constraint={self.area_precision_constraint})"
+            f"area_precision_constraint={self.area_precision_constraint}, protocol={self.protocol!r})"
         )
 
     def reset(self) -> None:
-        self._counts = np.zeros(3, dtype=np.int64)
+        self._counts = np.zeros(4)
 
     def update(self, preds: Sequence[Any], gts: Sequence[Sequence[Any]], ignore_tags: Sequence[Any]) -> None:
         """Add a batch.
@@ -150,28 +252,32 @@ class DetMetric:
                 f"DetMetric.update: batch sizes differ: {len(preds)} preds, {len(gts)} gts, "
                 f"{len(ignore_tags)} ignore_tags"
             )
+        kwargs = {} if self.protocol == "deteval" else {
+            "iou_thresh": self.iou_thresh, "area_precision_constraint": self.area_precision_constraint}
         for dets, gt, ignore in zip(preds, gts, ignore_tags, strict=True):
             if isinstance(dets, Mapping):
                 dets = dets["polys"]
-            self._counts += np.array(
-                evaluate_image(dets, gt, ignore, self.iou_thresh, self.area_precision_constraint), dtype=np.int64
-            )
+            self._counts += np.array(PROTOCOLS[self.protocol](dets, gt, ignore, **kwargs), dtype=np.float64)
 
     def counts(self) -> np.ndarray:
-        """``[tp, n_care_det, n_care_gt]`` int64 (a copy), to be summed across ranks."""
+        """``[recall sum, precision sum, n_care_det, n_care_gt]`` float64 (a copy), to be summed across ranks.
+
+        For icdar15 both sums are the number of matches; DetEval and TIoU give fractional credit.
+        """
         return self._counts.copy()
 
     def set_counts(self, counts: Any) -> None:
         """Replace the pooled counts, e.g. with their all-reduced sum."""
-        arr = np.asarray(counts).reshape(-1)
-        if arr.shape != (3,):
-            raise ValueError(f"DetMetric.set_counts: expected [tp, n_care_det, n_care_gt], got shape {arr.shape}")
-        self._counts = np.rint(arr).astype(np.int64)
+        arr = np.asarray(counts, dtype=np.float64).reshape(-1)
+        if arr.shape != (4,):
+            raise ValueError(f"DetMetric.set_counts: expected [recall sum, precision sum, n_care_det, n_care_gt], "
+                             f"got shape {arr.shape}")
+        self._counts = arr.copy()
 
     def compute(self) -> dict[str, float]:
         """``{"recall", "precision", "f-score"}`` floats in [0, 1] from the pooled counts."""
-        tp, n_det, n_gt = (int(c) for c in self._counts)
-        recall = tp / n_gt if n_gt else 0.0
-        precision = tp / n_det if n_det else 0.0
+        hit_r, hit_p, n_det, n_gt = (float(c) for c in self._counts)
+        recall = hit_r / n_gt if n_gt else 0.0
+        precision = hit_p / n_det if n_det else 0.0
         f = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         return {"recall": recall, "precision": precision, "f-score": f}

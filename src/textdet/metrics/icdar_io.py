@@ -166,24 +166,25 @@ def load_preds(path: str | Path) -> PredTable:
     return table
 
 
-def evaluate_files(
-    gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5
-) -> dict[str, Any]:
-    """Score detections against GT with :class:`DetMetric` (ICDAR2015 protocol).
+def evaluate_files(gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5,
+                   protocol: str = "icdar15") -> dict[str, Any]:
+    """Score detections against GT with :class:`DetMetric` (``protocol``: icdar15, deteval or tiou).
 
     A GT image without detections counts as no detections; detections for an image that has no
     GT raise :class:`DataError` naming their file.
 
     Returns:
-        ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images"}`` (care counts).
+        ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images", "protocol"}`` (care counts;
+        ``tp`` is the recall credit: matches for icdar15, a fractional sum for deteval/tiou).
     """
     gts, preds = load_gt(gt), load_preds(pred)
     orphans = sorted(set(preds) - set(gts))
     if orphans:
         raise DataError(f"{preds[orphans[0]][1]}: detections for image {orphans[0]!r} which has no GT in {gt}")
-    metric = DetMetric(iou_thresh=iou_thresh, area_precision_constraint=area_precision_constraint)
+    metric = DetMetric(iou_thresh=iou_thresh, area_precision_constraint=area_precision_constraint, protocol=protocol)
     for key in sorted(gts):
         polys, ignore = gts[key]
         metric.update([preds.get(key, ([], ""))[0]], [polys], [ignore])
-    tp, n_det, n_gt = (int(c) for c in metric.counts())
-    return {**metric.compute(), "tp": tp, "n_gt": n_gt, "n_det": n_det, "images": len(gts)}
+    tp, _, n_det, n_gt = (float(c) for c in metric.counts())
+    return {**metric.compute(), "tp": int(tp) if tp.is_integer() else round(tp, 4), "n_gt": int(n_gt),
+            "n_det": int(n_det), "images": len(gts), "protocol": protocol}

@@ -1,0 +1,326 @@
+"""Labels from annotation tools -> MindOCR/PaddleOCR label files, and any of them -> labelme JSON for review.
+
+``FORMATS`` maps a format name to its reader; a reader returns ``[(image name, annotations)]``, each
+annotation ``{"transcription", "points"}`` in image pixels, and counts what it keeps and skips in a
+:class:`Summary`. Every format's "ignore" notion (labelme label ``###``, COCO-Text ``illegible``, MMOCR
+``ignore: true``, any ``###`` transcription) becomes the transcription ``###``. Broken input (bad JSON,
+missing keys, non-numeric points) is a DataError naming the file and the entry; regions that are not
+text polygons (a labelme circle, a polygon of 2 points or zero area) are skipped with a warning and counted.
+
+Only the standard library at import time: the CLI lists these formats in ``textdet --help``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from textdet.errors import DataError
+
+logger = logging.getLogger("textdet")
+IGNORE = "###"
+LABELME_VERSION = "5.5.0"  # labelme warns when the major version differs from its own
+Record = tuple[str, list[dict]]
+
+
+@dataclass
+class Summary:
+    """What a conversion kept and skipped (printed by ``textdet convert``)."""
+
+    images: int = 0
+    regions: int = 0
+    ignored: int = 0
+    skipped: Counter = field(default_factory=Counter)
+
+    def skip(self, where: str, what: str) -> None:
+        logger.warning("%s: %s; skipped", where, what)
+        self.skipped[what] += 1
+
+    def __str__(self) -> str:
+        skipped = "; skipped " + ", ".join(f"{n} x {w}" for w, n in self.skipped.items()) if self.skipped else ""
+        return f"{self.images} images, {self.regions} text regions ({self.ignored} ignore {IGNORE}){skipped}"
+
+
+def _load_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not valid JSON ({e})") from None
+
+
+def _need(obj: Any, keys: tuple[str, ...], where: str, what: str) -> None:
+    missing = [k for k in keys if not isinstance(obj, dict) or k not in obj]
+    if missing:
+        raise DataError(f"{where}: not {what}: missing {', '.join(map(repr, missing))}")
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _points(value: Any, where: str) -> list[list[float]]:
+    """``[[x, y], ...]`` or flat ``[x1, y1, x2, y2, ...]`` -> ``[[x, y], ...]`` floats; DataError otherwise."""
+    flat = isinstance(value, list) and all(map(_number, value))
+    pairs = [value[i : i + 2] for i in range(0, len(value), 2)] if flat else value
+    if not isinstance(pairs, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2 and all(map(_number, p))
+                                              for p in pairs):
+        raise DataError(f"{where}: expected points [[x, y], ...] or [x1, y1, ...], got {json.dumps(value)[:80]}")
+    return [[float(x), float(y)] for x, y in pairs]
+
+
+def _box(x: float, y: float, w: float, h: float) -> list[list[float]]:
+    return [[x, y], [x + w, y], [x + w, y + h], [x, y + h]]
+
+
+def plain_points(points: Any) -> list[list[int | float]]:
+    """Points as JSON numbers: integers stay integers, others are rounded to 0.01 px."""
+    return [[int(v) if (v := float(c)).is_integer() else round(v, 2) for c in p] for p in points]
+
+
+def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, summary: Summary) -> None:
+    from textdet.geometry import polygon_area
+
+    if len(points) < 3 or polygon_area(points) <= 0:
+        summary.skip(where, "polygon with fewer than 3 points or zero area")
+        return
+    text = IGNORE if ignore or text == IGNORE else ("" if text is None else str(text))
+    anns.append({"transcription": text, "points": plain_points(points)})
+    summary.regions += 1
+    summary.ignored += text == IGNORE
+
+
+# ----------------------------------------------------------------------------- readers
+def read_labelme(src: str, summary: Summary, image_dir: str | None = None) -> list[Record]:
+    """a folder of labelme JSON files (polygon/rectangle shapes, label = transcription)"""
+    if not os.path.isdir(src):
+        raise DataError(f"{src}: expected a folder of labelme .json files")
+    files = sorted(os.path.join(d, n) for d, _, names in os.walk(src) for n in names if n.endswith(".json"))
+    if not files:
+        raise DataError(f"{src}: no labelme .json files in this folder")
+    records = []
+    for path in files:
+        doc = _load_json(path)
+        if not isinstance(doc, dict) or "shapes" not in doc:  # e.g. predict's predictions.json beside them
+            summary.skip(path, "JSON file that is not a labelme file (no 'shapes')")
+            continue
+        _need(doc, ("imagePath",), path, "a labelme file")
+        image = os.path.join(os.path.dirname(path), str(doc["imagePath"]).replace("\\", "/"))
+        name = os.path.relpath(image, image_dir or src).replace(os.sep, "/")
+        anns: list[dict] = []
+        for i, shape in enumerate(doc["shapes"]):
+            where = f"{path}: shapes[{i}]"
+            _need(shape, ("label", "points"), where, "a labelme shape")
+            kind, pts = shape.get("shape_type") or "polygon", _points(shape["points"], where)
+            if kind == "rectangle" and len(pts) == 2:
+                (x0, y0), (x1, y1) = pts
+                pts = _box(min(x0, x1), min(y0, y1), abs(x1 - x0), abs(y1 - y0))
+            elif kind != "polygon":
+                summary.skip(where, f"labelme {kind} shape (only polygon and rectangle are text regions)")
+                continue
+            _add(anns, pts, shape["label"], False, where, summary)
+        records.append((name, anns))
+    return records
+
+
+def read_cocotext(src: str, summary: Summary, split: str | None = None) -> list[Record]:
+    """COCO-Text v2 JSON (anns with mask, utf8_string, legibility); --split train|val when it holds both"""
+    doc = _load_json(src)
+    _need(doc, ("anns", "imgs", "imgToAnns"), src, "a COCO-Text v2 file")
+    sets = sorted({str(img.get("set")) for img in doc["imgs"].values()})
+    if split is None and len(sets) > 1:
+        raise DataError(f"{src}: holds {' and '.join(sets)} images; pick one with --split {'|'.join(sets)}")
+    records = []
+    for img_id, img in sorted(doc["imgs"].items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else kv[0]):
+        if split is not None and img.get("set") != split:
+            continue
+        _need(img, ("file_name",), f"{src}: imgs[{img_id}]", "a COCO-Text image")
+        anns: list[dict] = []
+        for ann_id in doc["imgToAnns"].get(str(img_id), []):
+            where = f"{src}: anns[{ann_id}]"
+            ann = doc["anns"].get(str(ann_id))
+            if ann is None:
+                raise DataError(f"{src}: imgToAnns[{img_id}] names annotation {ann_id}, which is not in anns")
+            if ann.get("mask"):
+                pts = _points(ann["mask"], where)
+            else:  # a few annotations carry only the [x, y, w, h] box
+                (x, y), (w, h) = _points(ann.get("bbox"), where)[:2]
+                pts = _box(x, y, w, h)
+            _add(anns, pts, ann.get("utf8_string", ""), ann.get("legibility") == "illegible", where, summary)
+        records.append((img["file_name"], anns))
+    return records
+
+
+def _ls_image_name(data: dict, where: str) -> str:
+    """The image file name of a Label Studio task: ``?d=`` path of local files, else the URL's last part
+    (without the 8-hex-digit prefix that Label Studio gives uploaded files)."""
+    value = data.get("ocr") or data.get("image") or next((v for v in data.values() if isinstance(v, str)), None)
+    if not isinstance(value, str):
+        raise DataError(f"{where}: no image URL in 'data' (expected data.ocr or data.image)")
+    url = urlparse(value)
+    name = posixpath.basename(unquote(parse_qs(url.query).get("d", [url.path])[0]))
+    return re.sub(r"^[0-9a-f]{8}-", "", name) if "/data/upload/" in url.path else name
+
+
+def _ls_geometry(value: dict, result: dict, where: str) -> list[list[float]]:
+    """Percent of the image -> pixels; a rectangle turns by ``rotation`` degrees clockwise about its top-left."""
+    _need(result, ("original_width", "original_height"), where, "a Label Studio region")
+    sx, sy = result["original_width"] / 100.0, result["original_height"] / 100.0
+    if "points" in value:
+        return [[x * sx, y * sy] for x, y in _points(value["points"], where)]
+    _need(value, ("x", "y", "width", "height"), where, "a Label Studio rectangle")
+    x, y, w, h = value["x"] * sx, value["y"] * sy, value["width"] * sx, value["height"] * sy
+    c, s = math.cos(math.radians(value.get("rotation", 0))), math.sin(math.radians(value.get("rotation", 0)))
+    return [[x + dx * c - dy * s, y + dx * s + dy * c] for dx, dy in ((0, 0), (w, 0), (w, h), (0, h))]
+
+
+def read_labelstudio(src: str, summary: Summary) -> list[Record]:
+    """Label Studio JSON export of an OCR project (polygon/rectangle regions, textarea transcriptions)"""
+    tasks = _load_json(src)
+    if not isinstance(tasks, list):
+        raise DataError(f"{src}: expected Label Studio's JSON export (a list of tasks); JSON-MIN/CSV lack regions")
+    records = []
+    for t, task in enumerate(tasks):
+        where = f"{src}: task {task.get('id', t) if isinstance(task, dict) else t}"
+        _need(task, ("data",), where, "a Label Studio task")
+        done = [a for a in task.get("annotations") or [] if not a.get("was_cancelled")]
+        if not done:
+            summary.skip(where, "task without a completed annotation")
+            continue
+        shapes, texts = {}, {}
+        for r, result in enumerate(done[0].get("result", [])):
+            kind, value, rid = result.get("type", ""), result.get("value", {}), result.get("id", r)
+            if kind == "textarea":
+                texts[rid] = " ".join(map(str, value.get("text", [])))
+            if kind in ("textarea", "labels", "rectangle", "rectanglelabels", "polygon", "polygonlabels"):
+                if rid not in shapes and ("points" in value or "x" in value):
+                    shapes[rid] = _ls_geometry(value, result, f"{where} result {rid}")
+            else:
+                summary.skip(f"{where} result {rid}", f"Label Studio {kind} result")
+        anns: list[dict] = []
+        for rid, pts in shapes.items():
+            _add(anns, pts, texts.get(rid, ""), False, f"{where} region {rid}", summary)
+        records.append((_ls_image_name(task["data"], where), anns))
+    return records
+
+
+def read_mmocr(src: str, summary: Summary) -> list[Record]:
+    """MMOCR 1.x TextDetDataset JSON (data_list of instances: polygon, ignore, text)"""
+    doc = _load_json(src)
+    _need(doc, ("data_list",), src, "an MMOCR 1.x annotation file")
+    records = []
+    for i, item in enumerate(doc["data_list"]):
+        _need(item, ("img_path",), f"{src}: data_list[{i}]", "an MMOCR data entry")
+        anns: list[dict] = []
+        for j, inst in enumerate(item.get("instances", [])):
+            where = f"{src}: data_list[{i}].instances[{j}]"
+            _need(inst, ("polygon",), where, "an MMOCR text instance")
+            _add(anns, _points(inst["polygon"], where), inst.get("text", ""), bool(inst.get("ignore")), where, summary)
+        records.append((item["img_path"], anns))
+    return records
+
+
+def read_labels(src: str, summary: Summary) -> list[Record]:
+    """MindOCR/PaddleOCR label file, det_results.txt or textdet's predictions.json (for --to labelme)"""
+    if src.endswith(".json"):
+        rows = [(name, items, f"{src}: {name!r}") for name, items in _load_json(src).items()]
+    else:
+        rows = []
+        with open(src, encoding="utf-8-sig") as f:
+            for n, line in enumerate(f, 1):
+                name, tab, payload = line.rstrip("\r\n").partition("\t")
+                if not line.strip():
+                    continue
+                try:
+                    rows.append((name, json.loads(payload) if tab else None, f"{src} line {n}"))
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{src} line {n}: annotations are not valid JSON ({e.msg})") from None
+    records = []
+    for name, items, where in rows:
+        if not isinstance(items, list):
+            raise DataError(f"{where}: expected 'image<TAB>[annotations]' with a JSON list")
+        anns: list[dict] = []
+        for k, item in enumerate(items):
+            pts = _points(item.get("points") if isinstance(item, dict) else item, f"{where} entry {k}")
+            text = item.get("transcription", "") if isinstance(item, dict) else ""
+            _add(anns, pts, text, False, f"{where} entry {k}", summary)
+            if isinstance(item, dict) and "score" in item and anns:
+                anns[-1]["score"] = item["score"]
+        records.append((name, anns))
+    return records
+
+
+FORMATS: dict[str, Callable[..., list[Record]]] = {
+    "labelme": read_labelme,
+    "cocotext": read_cocotext,
+    "labelstudio": read_labelstudio,
+    "mmocr": read_mmocr,
+    "labels": read_labels,
+}
+
+
+# ----------------------------------------------------------------------------- writers
+def labelme_json(image_path: str, height: int, width: int, annotations: list[dict]) -> dict:
+    """A labelme file: one polygon shape per annotation (label = transcription, description = score if any)."""
+    shapes = [{"label": a["transcription"], "points": plain_points(a["points"]), "group_id": None,
+               "description": f"score {a['score']:.3f}" if "score" in a else "", "shape_type": "polygon", "flags": {}}
+              for a in annotations]
+    return {"version": LABELME_VERSION, "flags": {}, "shapes": shapes, "imagePath": image_path.replace(os.sep, "/"),
+            "imageData": None, "imageHeight": int(height), "imageWidth": int(width)}
+
+
+def write_labelme(records: list[Record], out_dir: str, image_dir: str) -> None:
+    """``out_dir/<name without extension>.json`` per image; imagePath is relative to that file, as labelme wants."""
+    from PIL import Image
+
+    for name, anns in records:
+        image = os.path.join(image_dir, name)
+        try:
+            with Image.open(image) as im:
+                width, height = im.size
+        except OSError:
+            raise DataError(f"image {image} (of {name!r}) cannot be read; --image-dir names the folder the image "
+                            f"names are relative to") from None
+        path = os.path.join(out_dir, os.path.splitext(name)[0] + ".json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(labelme_json(os.path.relpath(image, os.path.dirname(path)), height, width, anns), f,
+                      ensure_ascii=False, indent=2)
+
+
+def write_label_file(records: list[Record], out: str) -> None:
+    from textdet.data.labels import format_label_line
+
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(format_label_line(name, anns) + "\n" for name, anns in records)
+
+
+def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
+                   **options: Any) -> Summary:
+    """Read ``src`` in format ``fmt`` (a key of FORMATS) and write a label file, or labelme files (``to="labelme"``).
+
+    ``image_dir``: the folder image names are relative to (labelme input: names are made relative to it,
+    default the input folder; labelme output: where the images are read for their size, default ".").
+    ``options``: the reader's own keywords (``split`` for cocotext).
+    """
+    summary = Summary()
+    kwargs = {"image_dir": image_dir} if fmt == "labelme" else {}
+    records = FORMATS[fmt](src, summary, **kwargs, **options)
+    summary.images = len(records)
+    if to == "labelme":
+        write_labelme(records, out, image_dir or ".")
+    else:
+        write_label_file(records, out)
+    return summary
