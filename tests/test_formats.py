@@ -128,15 +128,14 @@ def cocotext_doc() -> dict:
                        "utf8_string": "World", "legibility": "legible"},
                  "3": {**ann, "id": 3, "image_id": 7, "mask": flat(C), "bbox": [20, 60, 40, 30],
                        "legibility": "illegible"},
-                 "4": {**ann, "id": 4, "image_id": 12, "mask": [], "bbox": [100, 50, 80, 30],
+                 "4": {**ann, "id": 4, "image_id": 12, "mask": flat(B), "bbox": [100, 50, 80, 30],
                        "utf8_string": "val", "legibility": "legible"}},
         "imgToAnns": {"7": [1, 2, 3], "12": [4], "9": []},
     }
 
 
 def test_cocotext_split_illegible_and_images_without_text(tmp_path: Path, capsys):
-    """Illegible -> ###; image 9 has no text (kept: an empty list); ids sort numerically (7 before 9);
-    the val image's annotation has only a bbox (x, y, w, h) -> its 4 corners."""
+    """Illegible -> ###; image 9 has no text (kept: an empty list); ids sort numerically (7 before 9)."""
     src = tmp_path / "cocotext.v2.json"
     src.write_text(json.dumps(cocotext_doc()), encoding="utf-8")
     with pytest.raises(DataError, match="holds train and val images; pick one with --split"):

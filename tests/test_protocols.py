@@ -16,7 +16,8 @@ from textdet import cli
 from textdet.engine.amp import amp_settings
 from textdet.engine.evaluator import ORACLE, Evaluator, ThresholdSweep, timed_run
 from textdet.engine.feed import DeviceInput
-from textdet.metrics import DetMetric, deteval_image, evaluate_image, tiou_image
+from textdet.metrics import DetMetric, evaluate_image
+from textdet.metrics.det_metric import deteval_image, tiou_image
 from textdet.postprocess import DBPostprocess
 
 

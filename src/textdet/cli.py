@@ -18,7 +18,6 @@ from textdet.export import add_export_arguments
 from textdet.predict import add_predict_arguments
 
 _T_MAIN = time.time()
-PROTOCOLS = ("icdar15", "deteval", "tiou")  # textdet.metrics.PROTOCOLS, named here so --help stays light
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 SYNTH_SETTINGS = {"n_train": 400, "n_val": 50, "seed": 0, "size": (320, 320)}
@@ -36,8 +35,8 @@ def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def _add_protocol(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--protocol", choices=PROTOCOLS, help="matching rule: icdar15 (IoU > 0.5, one-to-one; the "
-                   "default), deteval (ICDAR 2013: splits and merges), tiou (tightness-aware IoU)")
+    p.add_argument("--protocol", choices=("icdar15", "deteval", "tiou"), help="matching rule: icdar15 (IoU > 0.5, "
+                   "one-to-one; the default), deteval (ICDAR 2013: splits and merges), tiou (tightness-aware IoU)")
 
 
 def build_parser() -> argparse.ArgumentParser:

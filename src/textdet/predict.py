@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from textdet.data.formats import labelme_json, plain_points
+from textdet.data.formats import plain_points, write_labelme
 from textdet.errors import ConfigError, DataError, TextdetError
 
 if TYPE_CHECKING:
@@ -381,8 +381,7 @@ def run_predict(args: argparse.Namespace) -> int:
             if labelme:  # no transcription yet: the reviewer types it as the label
                 anns = [{"transcription": "", "points": p, "score": s} for p, s in zip(res["polys"], res["scores"],
                                                                                        strict=True)]
-                with open(f"{stem}.json", "w", encoding="utf-8") as f:
-                    json.dump(labelme_json(os.path.relpath(path, args.out), *image.shape[:2], anns), f, indent=2)
+                write_labelme([(os.path.basename(path), anns)], args.out, os.path.dirname(path))
     seconds = time.perf_counter() - t0
     if not results:
         raise TextdetError(f"none of the {len(paths)} input images could be read (see the warnings above)")

@@ -1,12 +1,9 @@
 """Labels from annotation tools -> MindOCR/PaddleOCR label files, and any of them -> labelme JSON for review.
 
-``FORMATS`` maps a format name to its reader; a reader returns ``[(image name, annotations)]``, each
-annotation ``{"transcription", "points"}`` in image pixels, and counts what it keeps and skips in a
-:class:`Summary`. Every format's "ignore" notion (labelme label ``###``, COCO-Text ``illegible``, MMOCR
-``ignore: true``, any ``###`` transcription) becomes the transcription ``###``. Broken input (bad JSON,
-missing keys, non-numeric points) is a DataError naming the file and the entry; regions that are not
-text polygons (a labelme circle, a polygon of 2 points or zero area) are skipped with a warning and counted.
-
+``FORMATS`` maps a format name to its reader: ``[(image name, [{"transcription", "points"}])]`` in image pixels,
+kept and skipped regions counted in a :class:`Summary`. Every "ignore" notion (labelme ``###``, COCO-Text
+``illegible``, MMOCR ``ignore: true``, a ``###`` transcription) becomes ``###``. Broken input is a DataError
+naming the file and the entry; regions that are not text polygons are skipped with a warning and counted.
 Only the standard library at import time: the CLI lists these formats in ``textdet --help``.
 """
 
@@ -28,7 +25,6 @@ from textdet.errors import DataError
 
 logger = logging.getLogger("textdet")
 IGNORE = "###"
-LABELME_VERSION = "5.5.0"  # labelme warns when the major version differs from its own
 Record = tuple[str, list[dict]]
 
 
@@ -54,8 +50,8 @@ def _load_json(path: str) -> Any:
     try:
         with open(path, encoding="utf-8-sig") as f:
             return json.load(f)
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DataError(f"{path}: not valid JSON ({e})") from None
 
@@ -80,35 +76,31 @@ def _points(value: Any, where: str) -> list[list[float]]:
     return [[float(x), float(y)] for x, y in pairs]
 
 
-def _box(x: float, y: float, w: float, h: float) -> list[list[float]]:
-    return [[x, y], [x + w, y], [x + w, y + h], [x, y + h]]
-
-
 def plain_points(points: Any) -> list[list[int | float]]:
     """Points as JSON numbers: integers stay integers, others are rounded to 0.01 px."""
     return [[int(v) if (v := float(c)).is_integer() else round(v, 2) for c in p] for p in points]
 
 
-def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, summary: Summary) -> None:
+def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, summary: Summary) -> bool:
+    """Append a text region (True), or count a polygon that cannot be one as skipped (False)."""
     from textdet.geometry import polygon_area
 
     if len(points) < 3 or polygon_area(points) <= 0:
         summary.skip(where, "polygon with fewer than 3 points or zero area")
-        return
+        return False
     text = IGNORE if ignore or text == IGNORE else ("" if text is None else str(text))
     anns.append({"transcription": text, "points": plain_points(points)})
     summary.regions += 1
     summary.ignored += text == IGNORE
+    return True
 
 
 # ----------------------------------------------------------------------------- readers
 def read_labelme(src: str, summary: Summary, image_dir: str | None = None) -> list[Record]:
     """a folder of labelme JSON files (polygon/rectangle shapes, label = transcription)"""
-    if not os.path.isdir(src):
-        raise DataError(f"{src}: expected a folder of labelme .json files")
     files = sorted(os.path.join(d, n) for d, _, names in os.walk(src) for n in names if n.endswith(".json"))
     if not files:
-        raise DataError(f"{src}: no labelme .json files in this folder")
+        raise DataError(f"{src}: expected a folder of labelme .json files, found none")
     records = []
     for path in files:
         doc = _load_json(path)
@@ -124,8 +116,8 @@ def read_labelme(src: str, summary: Summary, image_dir: str | None = None) -> li
             _need(shape, ("label", "points"), where, "a labelme shape")
             kind, pts = shape.get("shape_type") or "polygon", _points(shape["points"], where)
             if kind == "rectangle" and len(pts) == 2:
-                (x0, y0), (x1, y1) = pts
-                pts = _box(min(x0, x1), min(y0, y1), abs(x1 - x0), abs(y1 - y0))
+                (x0, x1), (y0, y1) = sorted(p[0] for p in pts), sorted(p[1] for p in pts)
+                pts = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
             elif kind != "polygon":
                 summary.skip(where, f"labelme {kind} shape (only polygon and rectangle are text regions)")
                 continue
@@ -152,12 +144,8 @@ def read_cocotext(src: str, summary: Summary, split: str | None = None) -> list[
             ann = doc["anns"].get(str(ann_id))
             if ann is None:
                 raise DataError(f"{src}: imgToAnns[{img_id}] names annotation {ann_id}, which is not in anns")
-            if ann.get("mask"):
-                pts = _points(ann["mask"], where)
-            else:  # a few annotations carry only the [x, y, w, h] box
-                (x, y), (w, h) = _points(ann.get("bbox"), where)[:2]
-                pts = _box(x, y, w, h)
-            _add(anns, pts, ann.get("utf8_string", ""), ann.get("legibility") == "illegible", where, summary)
+            _add(anns, _points(ann.get("mask"), where), ann.get("utf8_string", ""),
+                 ann.get("legibility") == "illegible", where, summary)
         records.append((img["file_name"], anns))
     return records
 
@@ -232,33 +220,26 @@ def read_mmocr(src: str, summary: Summary) -> list[Record]:
 
 
 def read_labels(src: str, summary: Summary) -> list[Record]:
-    """MindOCR/PaddleOCR label file, det_results.txt or textdet's predictions.json (for --to labelme)"""
+    """MindOCR/PaddleOCR label file, or textdet predict's predictions.json (for --to labelme)"""
     if src.endswith(".json"):
         rows = [(name, items, f"{src}: {name!r}") for name, items in _load_json(src).items()]
     else:
-        rows = []
-        with open(src, encoding="utf-8-sig") as f:
-            for n, line in enumerate(f, 1):
-                name, tab, payload = line.rstrip("\r\n").partition("\t")
-                if not line.strip():
-                    continue
-                try:
-                    rows.append((name, json.loads(payload) if tab else None, f"{src} line {n}"))
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{src} line {n}: annotations are not valid JSON ({e.msg})") from None
-    records = []
+        from textdet.data.labels import read_label_files
+
+        records, problems = read_label_files(src)
+        for p in problems:
+            summary.skip(str(p), "bad label line or annotation")
+        rows = [(r.rel_path, r.annotations, f"{r.label_file} line {r.line_no}") for r in records]
+    out = []
     for name, items, where in rows:
-        if not isinstance(items, list):
-            raise DataError(f"{where}: expected 'image<TAB>[annotations]' with a JSON list")
         anns: list[dict] = []
         for k, item in enumerate(items):
-            pts = _points(item.get("points") if isinstance(item, dict) else item, f"{where} entry {k}")
-            text = item.get("transcription", "") if isinstance(item, dict) else ""
-            _add(anns, pts, text, False, f"{where} entry {k}", summary)
-            if isinstance(item, dict) and "score" in item and anns:
+            _need(item, ("points",), f"{where} entry {k}", "a polygon")
+            pts = _points(item["points"], f"{where} entry {k}")
+            if _add(anns, pts, item.get("transcription"), False, f"{where} entry {k}", summary) and "score" in item:
                 anns[-1]["score"] = item["score"]
-        records.append((name, anns))
-    return records
+        out.append((name, anns))
+    return out
 
 
 FORMATS: dict[str, Callable[..., list[Record]]] = {
@@ -271,17 +252,9 @@ FORMATS: dict[str, Callable[..., list[Record]]] = {
 
 
 # ----------------------------------------------------------------------------- writers
-def labelme_json(image_path: str, height: int, width: int, annotations: list[dict]) -> dict:
-    """A labelme file: one polygon shape per annotation (label = transcription, description = score if any)."""
-    shapes = [{"label": a["transcription"], "points": plain_points(a["points"]), "group_id": None,
-               "description": f"score {a['score']:.3f}" if "score" in a else "", "shape_type": "polygon", "flags": {}}
-              for a in annotations]
-    return {"version": LABELME_VERSION, "flags": {}, "shapes": shapes, "imagePath": image_path.replace(os.sep, "/"),
-            "imageData": None, "imageHeight": int(height), "imageWidth": int(width)}
-
-
 def write_labelme(records: list[Record], out_dir: str, image_dir: str) -> None:
-    """``out_dir/<name without extension>.json`` per image; imagePath is relative to that file, as labelme wants."""
+    """``out_dir/<name without extension>.json`` per image: one polygon shape per annotation (label = transcription,
+    description = score if any); imagePath relative to that file and the image's size, as labelme wants."""
     from PIL import Image
 
     for name, anns in records:
@@ -292,11 +265,17 @@ def write_labelme(records: list[Record], out_dir: str, image_dir: str) -> None:
         except OSError:
             raise DataError(f"image {image} (of {name!r}) cannot be read; --image-dir names the folder the image "
                             f"names are relative to") from None
-        path = os.path.join(out_dir, os.path.splitext(name)[0] + ".json")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        rel = os.path.normpath(name)  # predictions.json names may be absolute: keep the output inside out_dir
+        rel = os.path.basename(rel) if os.path.isabs(rel) or rel.startswith("..") else rel
+        path = os.path.join(out_dir, os.path.splitext(rel)[0] + ".json")
+        shapes = [{"label": a["transcription"], "points": plain_points(a["points"]), "group_id": None, "flags": {},
+                   "description": f"score {a['score']:.3f}" if "score" in a else "", "shape_type": "polygon"}
+                  for a in anns]
+        doc = {"version": "5.5.0", "flags": {}, "shapes": shapes, "imageData": None, "imageHeight": height,
+               "imagePath": os.path.relpath(image, os.path.dirname(path)).replace(os.sep, "/"), "imageWidth": width}
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(labelme_json(os.path.relpath(image, os.path.dirname(path)), height, width, anns), f,
-                      ensure_ascii=False, indent=2)
+            json.dump(doc, f, ensure_ascii=False, indent=2)
 
 
 def write_label_file(records: list[Record], out: str) -> None:
@@ -309,12 +288,10 @@ def write_label_file(records: list[Record], out: str) -> None:
 
 def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
                    **options: Any) -> Summary:
-    """Read ``src`` in format ``fmt`` (a key of FORMATS) and write a label file, or labelme files (``to="labelme"``).
+    """Read ``src`` in format ``fmt`` (a key of FORMATS), write a label file or (``to="labelme"``) labelme files.
 
-    ``image_dir``: the folder image names are relative to (labelme input: names are made relative to it,
-    default the input folder; labelme output: where the images are read for their size, default ".").
-    ``options``: the reader's own keywords (``split`` for cocotext).
-    """
+    ``image_dir``: the folder image names are relative to (labelme input: default the input folder; labelme output:
+    where the images are read for their size, default "."). ``options``: the reader's own (cocotext ``split``)."""
     summary = Summary()
     kwargs = {"image_dir": image_dir} if fmt == "labelme" else {}
     records = FORMATS[fmt](src, summary, **kwargs, **options)

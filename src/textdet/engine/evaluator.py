@@ -46,10 +46,9 @@ ORACLE = "tuned on the evaluation split (oracle)"
 class ThresholdSweep:
     """Score every (binary_thresh, box_thresh) pair of a grid on the same probability maps (one model run).
 
-    Each binary_thresh post-processes a map once, at the lowest box_thresh; a higher box_thresh keeps the
-    candidates scoring at least that much. DBPostprocess drops a candidate only for ``score < box_thresh`` and
-    nothing else depends on it, so every pair scores exactly as a run with those two thresholds would.
-    """
+    Each binary_thresh post-processes a map once, at the lowest box_thresh, and each box_thresh keeps the candidates
+    scoring at least that much: DBPostprocess drops a candidate only for ``score < box_thresh``, so every pair
+    scores exactly as a run with those two thresholds."""
 
     def __init__(self, postprocess, metric, binary_thresh=(0.2, 0.3, 0.4, 0.5),
                  box_thresh=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8)) -> None:
@@ -80,18 +79,15 @@ class ThresholdSweep:
 
 def sweep_report(sweep: dict) -> str:
     """The grid as a table of f-scores (rows binary_thresh, columns box_thresh) and the labelled best pair."""
-    boxes = sorted({r["box_thresh"] for r in sweep["grid"]})
-    lines = ["f-score by binary_thresh (rows) and box_thresh (columns):",
-             "        " + "".join(f"{t:>7.2f}" for t in boxes)]
-    for b in sorted({r["binary_thresh"] for r in sweep["grid"]}):
-        row = {r["box_thresh"]: r["f-score"] for r in sweep["grid"] if r["binary_thresh"] == b}
-        lines.append(f"  {b:>5.2f} " + "".join(f"{row[t]:>7.4f}" for t in boxes))
-    best = sweep["best"]
-    lines.append(f"best pair, {ORACLE}: binary_thresh {best['binary_thresh']}, box_thresh {best['box_thresh']}: "
-                 f"recall {best['recall']:.4f}, precision {best['precision']:.4f}, f-score {best['f-score']:.4f}; "
-                 f"report the fixed-threshold result (binary_thresh {sweep['fixed']['binary_thresh']}, "
-                 f"box_thresh {sweep['fixed']['box_thresh']}) as the score")
-    return "\n".join(lines)
+    boxes, best, fixed = sorted({r["box_thresh"] for r in sweep["grid"]}), sweep["best"], sweep["fixed"]
+    lines = ["f-score by binary_thresh (rows) and box_thresh (columns):", " " * 6 + "".join(f"{t:7.2f}" for t in boxes)]
+    for i in range(0, len(sweep["grid"]), len(boxes)):  # the grid is row-major
+        row = sweep["grid"][i : i + len(boxes)]
+        lines.append(f"{row[0]['binary_thresh']:6.2f}" + "".join(f"{r['f-score']:7.4f}" for r in row))
+    return "\n".join([*lines, f"best pair, {ORACLE}: binary_thresh {best['binary_thresh']}, box_thresh "
+                      f"{best['box_thresh']}: recall {best['recall']:.4f}, precision {best['precision']:.4f}, f-score "
+                      f"{best['f-score']:.4f}; report the fixed-threshold result (binary_thresh "
+                      f"{fixed['binary_thresh']}, box_thresh {fixed['box_thresh']}) as the score"])
 
 
 class Evaluator:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from textdet.config.components import build_component
-from textdet.metrics.det_metric import PROTOCOLS, DetMetric, deteval_image, evaluate_image, tiou_image, to_polygon
+from textdet.metrics.det_metric import DetMetric, evaluate_image, to_polygon
 from textdet.metrics.icdar_io import evaluate_files, load_gt, load_preds
 
 METRICS = {"DetMetric": DetMetric}
@@ -22,14 +22,11 @@ def build_metric(name: str, **kwargs: Any) -> DetMetric:
 
 __all__ = [
     "METRICS",
-    "PROTOCOLS",
     "DetMetric",
-    "deteval_image",
     "build_metric",
     "evaluate_files",
     "evaluate_image",
     "load_gt",
     "load_preds",
-    "tiou_image",
     "to_polygon",
 ]

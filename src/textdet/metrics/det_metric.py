@@ -119,11 +119,6 @@ def evaluate_image(
     return len(pairs), int(len(dets) - dontcare.sum()), int((~ignore).sum())
 
 
-def _tightness(lost_fraction: float) -> float:
-    """TIoU's penalty f(x) = 1 - x, with x <= 0.01 counted as no loss (as the reference code)."""
-    return 1.0 if lost_fraction <= 0.01 else 1.0 - lost_fraction
-
-
 def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
                area_precision_constraint: float = 0.5) -> tuple[float, float, int, int]:
     """TIoU (Liu et al., CVPR 2019, "Tightness-aware evaluation protocol for scene text detection") for one image.
@@ -138,11 +133,12 @@ def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None,
     g, d, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
     iou, pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)
     recall = precision = 0.0
+    tight = lambda lost: 1.0 if lost <= 0.01 else 1.0 - lost  # f(x); a loss of 1% or less counts as none
     for i, j in pairs:
-        recall += float(iou[i, j] * _tightness((ga[i] - inter[i, j]) / ga[i]))
+        recall += float(iou[i, j] * tight((ga[i] - inter[i, j]) / ga[i]))
         others = [k for k in np.flatnonzero(inter[:, j] > 0) if k != i]
         outlier = shapely.area(shapely.difference(shapely.intersection(d[j], shapely.union_all(g[others])), g[i]))
-        precision += float(iou[i, j] * _tightness((outlier if outlier > 1e-10 else 0.0) / da[j]))
+        precision += float(iou[i, j] * tight((outlier if outlier > 1e-10 else 0.0) / da[j]))
     return recall, precision, int(len(dets) - dontcare.sum()), int((~ignore).sum())
 
 
@@ -151,16 +147,12 @@ def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = No
                   center_diff: float = 1.0) -> tuple[float, float, int, int]:
     """DetEval (Wolf & Jolion 2006) as the ICDAR 2013 Robust Reading script, on polygons, for one image.
 
-    With area recall r = |G & D| / |G| and area precision p = |G & D| / |D|, matches are found in this order:
-
-    - one-to-one: r >= 0.8 and p >= 0.4 for this pair only (no other pair in its row or column passes), and
-      centres closer than half the mean bounding-box diagonal; counts 1 for recall and precision;
-    - one-to-many (a split): free detections with p >= 0.4 on one GT whose r sum to >= 0.8: recall 0.8,
-      precision 0.8 per detection (1 and 1 when there is only one);
-    - many-to-one (a merge): free GT with r >= 0.8 in one detection whose p sum to >= 0.4: recall 1 per GT,
-      precision 1 (``merge_weight`` 1.0, as the RRC script: merges are not penalised).
-
-    Don't-care GT and detections (more than 0.4 of the area in a don't-care GT) take part in no match.
+    With area recall r = |G & D| / |G| and area precision p = |G & D| / |D|, matches are taken in this order:
+    one-to-one (r >= 0.8 and p >= 0.4 for this pair only in its row and column, centres closer than the mean
+    bounding-box diagonal / 2): credit 1 and 1; one-to-many (split: free detections with p >= 0.4 whose r sum
+    to >= 0.8): recall 0.8, precision 0.8 per detection; many-to-one (merge: free GT with r >= 0.8 whose p sum
+    to >= 0.4): recall 1 per GT, precision 1 (merges are not penalised, as in the RRC script). A split or merge
+    of one counts 1 and 1. Don't-care GT and detections (> 0.4 of the area in a don't-care GT) never match.
 
     Returns:
         ``(recall sum, precision sum, n_care_det, n_care_gt)``.
@@ -195,15 +187,9 @@ def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = No
     return recall, precision, int(len(dets) - dontcare.sum()), int((~ignore).sum())
 
 
-def _icdar15_counts(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
-                    area_precision_constraint: float = 0.5) -> tuple[float, float, int, int]:
-    tp, n_det, n_gt = evaluate_image(dets, gts, ignore_tags, iou_thresh, area_precision_constraint)
-    return tp, tp, n_det, n_gt
-
-
-# protocol -> per-image (recall sum, precision sum, care detections, care GT); the last two take DetMetric's
-# iou_thresh and area_precision_constraint, DetEval has its own constraints.
-PROTOCOLS = {"icdar15": _icdar15_counts, "deteval": deteval_image, "tiou": tiou_image}
+# protocol -> per-image counts: icdar15 (tp, care detections, care GT), the others (recall sum, precision sum,
+# care detections, care GT); all but deteval (its own constraints) take iou_thresh and area_precision_constraint.
+PROTOCOLS = {"icdar15": evaluate_image, "deteval": deteval_image, "tiou": tiou_image}
 
 
 class DetMetric:
@@ -257,7 +243,8 @@ class DetMetric:
         for dets, gt, ignore in zip(preds, gts, ignore_tags, strict=True):
             if isinstance(dets, Mapping):
                 dets = dets["polys"]
-            self._counts += np.array(PROTOCOLS[self.protocol](dets, gt, ignore, **kwargs), dtype=np.float64)
+            counts = PROTOCOLS[self.protocol](dets, gt, ignore, **kwargs)
+            self._counts += np.array(counts if len(counts) == 4 else (counts[0], *counts), dtype=np.float64)
 
     def counts(self) -> np.ndarray:
         """``[recall sum, precision sum, n_care_det, n_care_gt]`` float64 (a copy), to be summed across ranks.
