@@ -256,3 +256,21 @@ def test_bad_labelme_shape_and_missing_image(labelme_dir: Path):
     (labelme_dir / "l.txt").write_text("missing.jpg\t[]\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"missing\.jpg.*cannot be read; --image-dir"):
         convert_labels("labels", str(labelme_dir / "l.txt"), str(labelme_dir / "rev"), to="labelme")
+
+
+def test_labelme_itself_reads_ours_and_we_read_its_files(tmp_path: Path):
+    """With labelme installed (checked with labelme 6.3.1): its reader loads our review files (image size and
+    relative imagePath checked), and a file written by its writer converts to the same regions."""
+    lf = pytest.importorskip("labelme._label_file")
+    write_image(tmp_path / "images" / "img_1.jpg")
+    (tmp_path / "l.txt").write_text("img_1.jpg\t" + json.dumps([{"transcription": t, "points": p} for t, p in EXPECTED]))
+    run("labels", tmp_path / "l.txt", "--to", "labelme", "--image-dir", tmp_path / "images", "--out", tmp_path / "rev")
+    loaded = lf.read_label_file(str(tmp_path / "rev" / "img_1.json"))
+    assert [(s["label"], s["points"]) for s in loaded.shapes] == [(t, p) for t, p in EXPECTED]
+    shapes = [{"label": t, "points": [[float(x), float(y)] for x, y in p], "group_id": None, "description": "",
+               "shape_type": "polygon", "flags": {}, "mask": None} for t, p in EXPECTED]
+    (tmp_path / "theirs").mkdir()
+    lf.write_label_file(str(tmp_path / "theirs" / "img_1.json"), shapes=shapes, image_path="../images/img_1.jpg",
+                        image_height=100, image_width=200)
+    run("labelme", tmp_path / "theirs", "--image-dir", tmp_path / "images", "--out", tmp_path / "back.txt")
+    assert_regions(read_labels(tmp_path / "back.txt")["img_1.jpg"], EXPECTED)

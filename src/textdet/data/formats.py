@@ -260,8 +260,8 @@ def write_labelme(records: list[Record], out_dir: str, image_dir: str) -> None:
     for name, anns in records:
         image = os.path.join(image_dir, name)
         try:
-            with Image.open(image) as im:
-                width, height = im.size
+            with Image.open(image) as im:  # labelme shows (and checks the size of) the EXIF-rotated image
+                width, height = im.size[:: -1 if im.getexif().get(0x0112) in (5, 6, 7, 8) else 1]
         except OSError:
             raise DataError(f"image {image} (of {name!r}) cannot be read; --image-dir names the folder the image "
                             f"names are relative to") from None
