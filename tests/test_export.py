@@ -101,8 +101,10 @@ def test_onnx_batch_of_two_equals_single_runs(exported):
 def test_eval_through_onnx_equals_checkpoint(exported):
     cfg, _, ckpt, onnx = exported
     ref = evaluate_checkpoint(cfg, ckpt=ckpt, device="cpu")
-    got = evaluate_onnx(cfg, onnx, device="cpu")
+    got = evaluate_onnx(cfg, onnx, device="cpu", sweep=True)
     assert set(ref) <= set(got) and got["onnx"] == os.path.abspath(onnx)
+    fixed = next(r for r in got["sweep"]["grid"] if (r["binary_thresh"], r["box_thresh"]) == (0.3, 0.4))
+    assert fixed["f-score"] == got["f-score"]  # the sweep saw the same maps as the fixed-threshold run
     assert got["images"] == ref["images"] == 4
     for k in ("recall", "precision", "f-score"):
         assert got[k] == pytest.approx(ref[k])
