@@ -263,7 +263,8 @@ def test_labelme_itself_reads_ours_and_we_read_its_files(tmp_path: Path):
     relative imagePath checked), and a file written by its writer converts to the same regions."""
     lf = pytest.importorskip("labelme._label_file")
     write_image(tmp_path / "images" / "img_1.jpg")
-    (tmp_path / "l.txt").write_text("img_1.jpg\t" + json.dumps([{"transcription": t, "points": p} for t, p in EXPECTED]))
+    anns = [{"transcription": t, "points": p} for t, p in EXPECTED]
+    (tmp_path / "l.txt").write_text("img_1.jpg\t" + json.dumps(anns))
     run("labels", tmp_path / "l.txt", "--to", "labelme", "--image-dir", tmp_path / "images", "--out", tmp_path / "rev")
     loaded = lf.read_label_file(str(tmp_path / "rev" / "img_1.json"))
     assert [(s["label"], s["points"]) for s in loaded.shapes] == [(t, p) for t, p in EXPECTED]
@@ -274,3 +275,22 @@ def test_labelme_itself_reads_ours_and_we_read_its_files(tmp_path: Path):
                         image_height=100, image_width=200)
     run("labelme", tmp_path / "theirs", "--image-dir", tmp_path / "images", "--out", tmp_path / "back.txt")
     assert_regions(read_labels(tmp_path / "back.txt")["img_1.jpg"], EXPECTED)
+
+
+def test_predictions_json_to_labelme_for_review(tmp_path: Path, capsys):
+    """predict's predictions.json (keys: image paths as given, here absolute) -> one labelme file per image in
+    --out (never beside the image), no label yet, the score as the description; a zero-area box is skipped."""
+    write_image(tmp_path / "images" / "img_1.jpg")
+    image = str((tmp_path / "images" / "img_1.jpg").resolve())
+    preds = {image: [{"points": A, "score": 0.87}, {"points": [[0, 0], [5, 5], [9, 9], [2, 2]], "score": 0.5}]}
+    (tmp_path / "predictions.json").write_text(json.dumps(preds), encoding="utf-8")
+    assert "1 images, 1 text regions (0 ignore ###); skipped 1 x polygon" in run(
+        "labels", tmp_path / "predictions.json", "--to", "labelme", "--out", tmp_path / "rev", capsys=capsys)
+    doc = json.loads((tmp_path / "rev" / "img_1.json").read_text(encoding="utf-8"))
+    assert doc["imagePath"] == "../images/img_1.jpg"
+    assert [(s["label"], s["points"], s["description"]) for s in doc["shapes"]] == [("", A, "score 0.870")]
+    (tmp_path / "bad.json").write_text('{"a.jpg": {"points": []}}', encoding="utf-8")
+    with pytest.raises(DataError, match="bad.json: expected predict's predictions.json"):
+        from textdet.data.formats import convert_labels
+
+        convert_labels("labels", str(tmp_path / "bad.json"), str(tmp_path / "r"), to="labelme")

@@ -222,7 +222,9 @@ def read_mmocr(src: str, summary: Summary) -> list[Record]:
 def read_labels(src: str, summary: Summary) -> list[Record]:
     """MindOCR/PaddleOCR label file, or textdet predict's predictions.json (for --to labelme)"""
     if src.endswith(".json"):
-        rows = [(name, items, f"{src}: {name!r}") for name, items in _load_json(src).items()]
+        if not isinstance(doc := _load_json(src), dict) or not all(isinstance(v, list) for v in doc.values()):
+            raise DataError(f"{src}: expected predict's predictions.json: {{image: [{{points, score}}, ...]}}")
+        rows = [(name, items, f"{src}: {name!r}") for name, items in doc.items()]
     else:
         from textdet.data.labels import read_label_files
 
@@ -293,11 +295,7 @@ def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: s
     ``image_dir``: the folder image names are relative to (labelme input: default the input folder; labelme output:
     where the images are read for their size, default "."). ``options``: the reader's own (cocotext ``split``)."""
     summary = Summary()
-    kwargs = {"image_dir": image_dir} if fmt == "labelme" else {}
-    records = FORMATS[fmt](src, summary, **kwargs, **options)
+    records = FORMATS[fmt](src, summary, **({"image_dir": image_dir} if fmt == "labelme" else {}), **options)
     summary.images = len(records)
-    if to == "labelme":
-        write_labelme(records, out, image_dir or ".")
-    else:
-        write_label_file(records, out)
+    write_labelme(records, out, image_dir or ".") if to == "labelme" else write_label_file(records, out)
     return summary
