@@ -268,6 +268,10 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
     for path in positive:
         if get_key(cfg, path) < 1:
             raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 1, got {get_key(cfg, path)}")
+    interval = cfg.train.ckpt_interval_steps
+    if interval not in ("auto", "off", False) and (type(interval) is not int or interval < 0):
+        raise ConfigError(f"{meta.where('train.ckpt_interval_steps')}: 'train.ckpt_interval_steps' must be a step "
+                          f"count >= 0, 'auto' (every 10 minutes) or 'off', got {interval!r}")
     for path in ("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep"):
         if get_key(cfg, path) < 0:
             raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 0, got {get_key(cfg, path)}")

@@ -116,6 +116,8 @@ class LoaderConfig:
 @dataclass
 class TrainConfig:
     ckpt_save_dir: str = "./tmp_det"
+    # textdet: train_resume.ckpt every N optimizer steps mid-epoch; auto = every 10 minutes; 0/off = epoch ends
+    ckpt_interval_steps: int | bool | str = "auto"
     dataset_sink_mode: bool = False
     gradient_accumulation_steps: int = 1
     clip_grad: bool = False

@@ -28,10 +28,25 @@ def atomic_save(obj: Any, path: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, OSError):  # full disk, read-only folder, quota
+            kept = "the previous one is intact" if os.path.exists(path) else "there was none before"
+            raise TextdetError(f"could not write checkpoint {path}: {e.strerror or e}; {kept}. Free space or make "
+                               "the folder writable, then resume (-o model.resume=True)") from None
         raise
+
+
+def resume_due(interval: int | str, step: int, since_save_s: float) -> bool:
+    """Mid-epoch ``train_resume.ckpt`` due? ``train.ckpt_interval_steps``: N optimizer steps, 0/off never,
+    auto = every ``AUTO_INTERVAL_S`` seconds (so only epochs longer than that get mid-epoch checkpoints)."""
+    if interval == "auto":
+        return since_save_s >= AUTO_INTERVAL_S
+    return interval not in (0, "off", False, None) and step % int(interval) == 0
+
+
+AUTO_INTERVAL_S = 600.0
 
 
 def load_checkpoint(path: str, what: str) -> dict:
