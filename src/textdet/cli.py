@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                    help="torch.compile: auto = when system.mode is 0 on CUDA")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--overwrite", action="store_true", help="replace another run's files in train.ckpt_save_dir")
 
     p = sub.add_parser("eval", help="evaluate a checkpoint (or an ONNX model) on the config's eval set")
     _add_config_args(p)
@@ -214,7 +215,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     startup.mark("imports")
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
-                      startup=startup, dry_run=args.dry_run)
+                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite)
     if args.dry_run:
         from textdet.engine.report import banner
 

@@ -135,6 +135,9 @@ def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRec
     path, anns = split
     if not path:
         return None, [Problem(label_file, line_no, "empty image path", "error")]
+    if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == "..":
+        msg = f"image path {path!r} leaves the data folder; write it relative to data_dir"
+        return None, [Problem(label_file, line_no, msg, "error")]
     if not isinstance(anns, list):
         msg = f"annotations must be a JSON list of objects, got {type(anns).__name__}"
         return None, [Problem(label_file, line_no, msg, "error")]

