@@ -22,7 +22,12 @@ def prepare_run_dir(run_dir: str, resuming: bool, overwrite: bool = False) -> No
 
     A resumed run keeps everything; a fresh run starts its own logs.
     """
-    if resuming or not os.path.isdir(run_dir):
+    if not os.path.isdir(run_dir):
+        return
+    for f in os.listdir(run_dir):  # a write cut by a kill
+        if f.startswith(".tmp_") and f.endswith(".ckpt"):
+            os.remove(os.path.join(run_dir, f))
+    if resuming:
         return
     results = sorted(f for f in os.listdir(run_dir) if _RESULTS.match(f))
     if results and not overwrite:

@@ -39,7 +39,7 @@ from textdet.engine.optim import build_optimizer
 from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
-from textdet.engine.startup import StartupTimer
+from textdet.engine.startup import StartupTimer, enable_compile_cache
 from textdet.errors import ConfigError
 from textdet.models import count_parameters
 
@@ -53,33 +53,6 @@ def pick_device(name: str | None) -> torch.device:
     if torch.cuda.is_available():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return torch.device("cpu")
-
-
-def enable_compile_cache() -> str:
-    """Persist torch.compile's artefacts under ``$TEXTDET_HOME/compile_cache`` so only the first run compiles cold.
-
-    A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's own per-user /tmp default does not
-    (it is wiped with /tmp). Returns the folder used.
-    """
-    import getpass
-    import tempfile
-
-    home = os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
-    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    torch_default = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
-    if not current or current == torch_default:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "compile_cache")
-    folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    os.makedirs(folder, exist_ok=True)
-    try:
-        import torch._inductor.config as inductor_config
-
-        inductor_config.fx_graph_cache = True
-        inductor_config.autotune_local_cache = True
-    except (ImportError, AttributeError):  # older torch: the directory alone still helps
-        pass
-    logger.info("torch.compile cache: %s (the first run compiles; later runs reuse it)", folder)
-    return folder
 
 
 def seed_everything(seed: int, rank: int) -> None:
