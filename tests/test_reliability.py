@@ -133,3 +133,20 @@ def test_label_paths_stay_inside_the_data_root(path):
     assert problems[0].line_no == 7 and "leaves the data folder" in problems[0].message
     rec, problems = parse_label_line('sub/../img.jpg\t[]', "gt.txt", 8)
     assert rec is not None and not problems
+
+
+def test_huge_eval_image_is_downscaled_with_a_warning():
+    import numpy as np
+
+    from textdet.data.transforms import DetResize
+
+    resize = DetResize(limit_type="none", keep_ratio=True, divisor=32)  # MindOCR would keep 12000x9000
+    assert resize.output_size(640, 480)[:2] == (640, 480)
+    with pytest.warns(UserWarning, match="a 9000x12000 image would be resized to 9000x12000; downscaled to fit "
+                                         "max_side_limit=4000"):
+        assert resize.output_size(9000, 12000)[:2] == (3008, 4000)  # 3000x4000, rounded up to 32
+    sample = {"image": np.zeros((90, 120, 3), np.uint8), "polys": [np.array([[12, 9], [60, 9], [60, 45]], float)]}
+    with pytest.warns(UserWarning):
+        out = DetResize(limit_type="none", divisor=4, max_side_limit=60)(sample, None)
+    assert out["image"].shape == (48, 60, 3)  # 45x60, rounded up to 4
+    np.testing.assert_allclose(out["polys"][0][1], [60 * 60 / 120, 9 * 48 / 90], rtol=1e-6)

@@ -464,7 +464,7 @@ class DetResize:
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
                  limit_type: str | None = "min", limit_side_len: int = 736, force_divisable: bool = True,
-                 divisor: int = 32, interpolation: int = cv2.INTER_LINEAR) -> None:
+                 divisor: int = 32, interpolation: int = cv2.INTER_LINEAR, max_side_limit: int = 4000) -> None:
         if limit_type not in ("min", "max", "none", None):
             raise ValueError(f"limit_type must be 'min', 'max' or 'none', got {limit_type!r}")
         if not isinstance(divisor, int) or divisor < 1:
@@ -482,7 +482,7 @@ class DetResize:
             raise ValueError("limit_type none needs target_size or force_divisable=True")
         self.keep_ratio, self.padding = bool(keep_ratio), bool(padding)
         self.limit_side_len, self.force_divisable, self.divisor = limit_side_len, bool(force_divisable), divisor
-        self.interpolation = interpolation
+        self.interpolation, self.max_side_limit = interpolation, max_side_limit
 
     def output_size(self, h: int, w: int) -> tuple[int, int, bool]:
         """Return (resize_h, resize_w, pad_to_target) for an (h, w) image."""
@@ -501,6 +501,10 @@ class DetResize:
             rh, rw = self.target_size
         else:
             rh, rw = h, w
+        if max(rh, rw) > self.max_side_limit:  # textdet: a 12000x9000 photo with limit_type none never OOMs
+            warnings.warn(f"DetResize: a {h}x{w} image would be resized to {rh}x{rw}; downscaled to fit "
+                          f"max_side_limit={self.max_side_limit} (set limit_type max to choose the size)", stacklevel=2)
+            rh, rw = (max(int(x * self.max_side_limit / max(rh, rw)), 1) for x in (rh, rw))
         pad = allow_pad and self.padding
         if self.force_divisable and not pad:
             rh, rw = _round_up(rh, self.divisor), _round_up(rw, self.divisor)
@@ -530,4 +534,5 @@ class DetResize:
     def __repr__(self) -> str:
         return _repr(self, target_size=self.target_size, keep_ratio=self.keep_ratio, padding=self.padding,
                      limit_type=self.limit_type, limit_side_len=self.limit_side_len,
-                     force_divisable=self.force_divisable, divisor=self.divisor, interpolation=self.interpolation)
+                     force_divisable=self.force_divisable, divisor=self.divisor, interpolation=self.interpolation,
+                     max_side_limit=self.max_side_limit)
