@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from textdet.models.weights import load_backbone_weights, resolve_backbone_weights
+
 # kernel, in, out, stride, squeeze-excite per block (PaddleOCR NET_CONFIG_det), before scaling
 NET_CONFIG_DET: tuple[tuple[tuple[int, int, int, int, bool], ...], ...] = (
     ((3, 16, 32, 1, False),),
@@ -87,28 +89,31 @@ class PPLCNetV3(nn.Module):
     Args:
         scale: width multiplier (PP-OCRv4 mobile det: 0.75).
         det: must be True (the recognition variant has other strides and no projections).
+        pretrained: False, or a path to backbone weights (no ImageNet file is known: start from a whole
+            converted PP-OCR model with ``model.pretrained`` instead).
 
     Shapes:
         (N, 3, H, W) -> 4 maps at strides 4/8/16/32 with ``out_channels`` = int(c * scale) for
         c in (16, 24, 56, 480), i.e. [12, 18, 42, 360] at scale 0.75.
     """
 
-    def __init__(self, scale: float = 0.75, det: bool = True) -> None:
+    def __init__(self, scale: float = 0.75, det: bool = True, pretrained: bool | str | None = False) -> None:
         super().__init__()
         if not det:
             raise ValueError("PPLCNetV3: only the detection variant (det: true) is provided")
-        self.conv1 = nn.Sequential(
-            nn.Conv2d(3, make_divisible(16 * scale), 3, 2, 1, bias=False), nn.BatchNorm2d(make_divisible(16 * scale))
-        )
-        stages = []
-        for blocks in NET_CONFIG_DET:
-            stages.append(nn.Sequential(*[
-                LCNetV3Block(make_divisible(i * scale), make_divisible(o * scale), k, s, se) for k, i, o, s, se in blocks
-            ]))
+
+        def width(c: int) -> int:
+            return make_divisible(c * scale)
+
+        self.conv1 = nn.Sequential(nn.Conv2d(3, width(16), 3, 2, 1, bias=False), nn.BatchNorm2d(width(16)))
+        stages = [nn.Sequential(*[LCNetV3Block(width(i), width(o), k, s, se) for k, i, o, s, se in blocks])
+                  for blocks in NET_CONFIG_DET]
         self.blocks2, self.blocks3, self.blocks4, self.blocks5, self.blocks6 = stages
-        widths = [make_divisible(blocks[-1][2] * scale) for blocks in NET_CONFIG_DET[1:]]
+        widths = [width(blocks[-1][2]) for blocks in NET_CONFIG_DET[1:]]
         self.out_channels = [int(c * scale) for c in DET_OUT_CHANNELS]
         self.layer_list = nn.ModuleList([nn.Conv2d(i, o, 1) for i, o in zip(widths, self.out_channels, strict=True)])
+        if (path := resolve_backbone_weights(pretrained, "PPLCNetV3", filenames=())) is not None:
+            load_backbone_weights(self, path, "PPLCNetV3")
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = self.blocks2(self.conv1(x))
