@@ -58,6 +58,8 @@ def read_onnx_layers(path: str | os.PathLike) -> list[Layer]:
     for n in graph.node:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             const[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        elif n.op_type == "Identity" and n.input[0] in const:  # torch's exporter shares equal initializers
+            const[n.output[0]] = const[n.input[0]]
     consumers: dict[str, list] = {}
     for n in graph.node:
         for i in n.input:
