@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from torch import nn
 
 from textdet.engine.checkpoint import atomic_save
@@ -27,7 +28,7 @@ from textdet.errors import TextdetError
 from textdet.models import build_model
 from textdet.models.lcnetv3 import LearnableAffine
 
-TEMPLATE = Path(__file__).parent / "recipes" / "ppocr_det.yaml"
+RECIPE = Path(__file__).parent / "recipes" / "synthetic_dbnet_r18.yaml"
 PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml (the student network)
     "backbone": {"name": "PPLCNetV3", "scale": 0.75, "det": True},
     "neck": {"name": "RSEFPN", "out_channels": 96},
@@ -143,6 +144,27 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
     return state
 
 
+def ppocr_config(ckpt: str, name: str) -> dict:
+    """The built-in recipe with PaddleOCR's network, pre- and post-processing and fine-tuning defaults."""
+    cfg = yaml.safe_load(RECIPE.read_text())
+    cfg["model"] = {"type": "det", "transform": None, **PPOCR_V4_DET, "pretrained": ckpt, "resume": False}
+    cfg["postprocess"].update(binary_thresh=0.3, box_thresh=0.6, expand_ratio=1.5)  # det_db_* defaults
+    cfg["scheduler"].update(lr=0.001, num_epochs=4, warmup_epochs=0)
+    cfg["train"]["ckpt_save_dir"], cfg["eval"]["ckpt_load_path"] = f"./runs/{name}", ckpt
+    cfg["eval"]["loader"]["batch_size"] = 1  # image sizes differ under 'max' resizing
+    for split in ("train", "eval"):
+        cfg[split]["dataset"]["dataset_root"] = "./data"
+        for step in cfg[split]["dataset"]["transform_pipeline"]:
+            op = next(iter(step))
+            if op == "DecodeImage":  # PaddleOCR normalises BGR pixels with the ImageNet (RGB-order) mean/std
+                step[op]["img_mode"] = "BGR"
+            elif op == "RandomCropWithBBox":
+                step[op]["crop_size"] = [320, 320]
+            elif op == "DetResize":  # PaddleOCR's DetResizeForTest for PP-OCRv4
+                step[op] = {"limit_type": "max", "limit_side_len": 960, "divisor": 32, "rounding": "nearest"}
+    return cfg
+
+
 def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dict:
     """Import a PP-OCRv4 det ONNX model: write ``out_dir/model.ckpt`` and ``out_dir/<name>.yaml``."""
     if not os.path.isfile(model_path):
@@ -157,8 +179,10 @@ def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dic
         state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
     model.load_state_dict(state)
     os.makedirs(out_dir, exist_ok=True)
-    ckpt, yaml_path = os.path.join(out_dir, "model.ckpt"), os.path.join(out_dir, f"{name}.yaml")
+    ckpt, yaml_path = os.path.abspath(os.path.join(out_dir, "model.ckpt")), os.path.join(out_dir, f"{name}.yaml")
     atomic_save({"model": model.state_dict(), "source": os.path.basename(model_path)}, ckpt)
-    text = TEMPLATE.read_text().replace("__NAME__", name).replace("__YAML__", yaml_path)
-    Path(yaml_path).write_text(text.replace("__CKPT__", ckpt))
+    header = (f"# {name}: imported by `textdet convert ppocr` from {os.path.basename(model_path)}; see the README,\n"
+              f"# 'Start from PP-OCR'. Fine-tune: textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA "
+              "-o eval.dataset.dataset_root=DATA\n")
+    Path(yaml_path).write_text(header + yaml.safe_dump(ppocr_config(ckpt, name), sort_keys=False))
     return {"checkpoint": ckpt, "config": yaml_path, "tensors": len(state)}
