@@ -15,8 +15,8 @@ stops naming the first layer that differs. Two gaps of inference exports are fil
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -37,8 +37,7 @@ PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml (the 
 _KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
 
 
-@dataclass
-class Layer:
+class Layer(NamedTuple):
     """One parameterised layer of the graph: ``tensors`` in the order of the torch module's state_dict."""
 
     kind: str
@@ -114,11 +113,9 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
     Raises:
         TextdetError: the first layer whose kind or shapes differ from the module's, or a count mismatch.
     """
-    state = model.state_dict()
-    it, folded_bias = iter(enumerate(layers)), None
-    pos, layer = next(it, (len(layers), None))
+    state, pos, folded_bias = model.state_dict(), 0, None
     for name, module in _execution_order(model):
-        kind = _KINDS[type(module)]
+        kind, layer = _KINDS[type(module)], layers[pos] if pos < len(layers) else None
         keys = [f"{name}.{k}" for k, _ in module.named_parameters(recurse=False)]
         if kind == "bn" and (layer is None or layer.kind != "bn") and folded_bias is not None:
             ones = torch.ones_like(state[f"{name}.weight"])
@@ -136,11 +133,10 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
                                f"not fit textdet's {name} {want}; is this a PP-OCRv4 mobile det model?")
         for key, t in zip(keys, layer.tensors, strict=False):
             state[key] = torch.from_numpy(np.array(t, dtype=np.float32))
-        folded_bias = layer.tensors[1].astype(np.float32) if extra_bias else None
-        pos, layer = next(it, (len(layers), None))
-    if layer is not None:
+        folded_bias, pos = (layer.tensors[1].astype(np.float32) if extra_bias else None), pos + 1
+    if pos < len(layers):
         raise TextdetError(f"{source}: {len(layers) - pos} layers left over after the model was filled, first "
-                           f"{layer.node}; is this a PP-OCRv4 mobile det model?")
+                           f"{layers[pos].node}; is this a PP-OCRv4 mobile det model?")
     return state
 
 
