@@ -47,9 +47,11 @@ class Layer(NamedTuple):
 
 def read_onnx_layers(path: str | os.PathLike) -> list[Layer]:
     """Convs (+bias, also as a following Add), transposed convs, BatchNorms and scalar affines, in graph order."""
-    import onnx
-    from onnx import numpy_helper
-
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise TextdetError("textdet convert ppocr reads ONNX files with the onnx package: pip install onnx") from None
     try:
         graph = onnx.load(str(path)).graph
     except Exception as e:  # protobuf's and onnx's own errors: name the file
