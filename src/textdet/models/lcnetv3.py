@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from textdet.models.mobilenetv3 import make_divisible
 from textdet.models.weights import load_backbone_weights, resolve_backbone_weights
 
 # kernel, in, out, stride, squeeze-excite per block (PaddleOCR NET_CONFIG_det), before scaling
@@ -24,12 +25,6 @@ NET_CONFIG_DET: tuple[tuple[tuple[int, int, int, int, bool], ...], ...] = (
     ((5, 256, 512, 2, True), (5, 512, 512, 1, True), (5, 512, 512, 1, False), (5, 512, 512, 1, False)),
 )
 DET_OUT_CHANNELS = (16, 24, 56, 480)  # the 1x1 projections PaddleOCR puts on the 4 levels (x scale)
-
-
-def make_divisible(v: float, divisor: int = 16) -> int:
-    """PaddleOCR's rounding of scaled widths: nearest multiple of 16, never 10% below ``v``."""
-    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
-    return new_v + divisor if new_v < 0.9 * v else new_v
 
 
 class LearnableAffine(nn.Module):
@@ -102,8 +97,8 @@ class PPLCNetV3(nn.Module):
         if not det:
             raise ValueError("PPLCNetV3: only the detection variant (det: true) is provided")
 
-        def width(c: int) -> int:
-            return make_divisible(c * scale)
+        def width(c: int) -> int:  # PaddleOCR rounds scaled widths to multiples of 16
+            return make_divisible(c * scale, 16)
 
         self.conv1 = nn.Sequential(nn.Conv2d(3, width(16), 3, 2, 1, bias=False), nn.BatchNorm2d(width(16)))
         stages = [nn.Sequential(*[LCNetV3Block(width(i), width(o), k, s, se) for k, i, o, s, se in blocks])
