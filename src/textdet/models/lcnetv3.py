@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from textdet.models.mobilenetv3 import make_divisible
+from textdet.models.mobilenetv3 import SqueezeExcite, make_divisible
 from textdet.models.weights import load_backbone_weights, resolve_backbone_weights
 
 # kernel, in, out, stride, squeeze-excite per block (PaddleOCR NET_CONFIG_det), before scaling
@@ -53,25 +53,13 @@ class RepLayer(nn.Module):
         return x if self.act_lab is None else self.act_lab(F.hardswish(x))
 
 
-class SELayer(nn.Module):
-    """x * hard_sigmoid(conv(relu(conv(mean_hw(x))))), reduction 4, Paddle's slope 1/6."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels // 4, 1)
-        self.conv2 = nn.Conv2d(channels // 4, channels, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * F.hardsigmoid(self.conv2(F.relu(self.conv1(x.mean(dim=(2, 3), keepdim=True)))))
-
-
 class LCNetV3Block(nn.Module):
     """Depthwise rep layer -> [SE] -> pointwise rep layer."""
 
     def __init__(self, in_ch: int, out_ch: int, kernel: int, stride: int, se: bool) -> None:
         super().__init__()
         self.dw_conv = RepLayer(in_ch, in_ch, kernel, stride, groups=in_ch)
-        self.se = SELayer(in_ch) if se else nn.Identity()
+        self.se = SqueezeExcite(in_ch, "SqueezeExciteV2") if se else nn.Identity()  # Paddle's SELayer
         self.pw_conv = RepLayer(in_ch, out_ch, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
