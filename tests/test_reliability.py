@@ -150,3 +150,35 @@ def test_huge_eval_image_is_downscaled_with_a_warning():
         out = DetResize(limit_type="none", divisor=4, max_side_limit=60)(sample, None)
     assert out["image"].shape == (48, 60, 3)  # 45x60, rounded up to 4
     np.testing.assert_allclose(out["polys"][0][1], [60 * 60 / 120, 9 * 48 / 90], rtol=1e-6)
+
+
+def test_bad_backbone_fails_before_torch_naming_the_line(tmp_path):
+    """The name tables readable without torch match the real ones, and a typo fails before `import torch`."""
+    from textdet.config.components import MODEL_PART_NAMES
+    from textdet.models.dbnet import BACKBONES, HEADS, NECKS
+
+    assert MODEL_PART_NAMES == {"backbone": tuple(BACKBONES), "neck": tuple(NECKS), "head": tuple(HEADS)}
+    user = open(os.path.join(os.path.dirname(__file__), "..", "configs", "mindocr_db_r50_user.yaml")).read()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(user.replace("name: det_resnet50", "name: det_resnet5O"))
+    line = 1 + user[: user.index("name: det_resnet50")].count("\n")
+    code = ("import sys; from textdet.cli import main; rc = main(['train', '-c', sys.argv[1]]); "
+            "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, str(bad)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout.strip() == "torch not imported"
+    assert f"bad.yaml:{line}: model.backbone.name: unknown backbone 'det_resnet5O'; did you mean 'det_resnet50'?" \
+        in proc.stderr
+
+
+def test_mindocr_keys_used_or_listed():
+    from textdet.config import load_config
+
+    cfg = load_config(RECIPE, ["system.log_level=logging.WARNING", "eval.dataset_sink_mode=True",
+                               "predict.output_save_dir=out", "predict.loader.batch_size=4"])
+    from textdet.config.loader import log_level
+
+    assert log_level(cfg.system.log_level) == 30 and log_level("INFO") == 20 and log_level("LOUD") is None
+    assert [k for k, _ in cfg.meta.ignored] == ["eval.dataset_sink_mode", "predict.output_save_dir",
+                                                "predict.loader"]
+    with pytest.raises(ConfigError, match="'system.log_level' must be a logging level"):
+        load_config(RECIPE, ["system.log_level=logging.LOUD"])

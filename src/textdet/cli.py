@@ -185,6 +185,7 @@ def preflight(cfg) -> None:
 
     They run before ``import torch`` (1.5-2 s), so the common mistakes fail in well under 2 s.
     """
+    from textdet.config.components import MODEL_PART_NAMES, lookup
     from textdet.config.loader import located
     from textdet.data.labels import check_dataset_paths
     from textdet.data.pipeline import build_transforms
@@ -193,6 +194,11 @@ def preflight(cfg) -> None:
 
     splits = [s for s in (("train", "eval") if cfg.system.val_while_train else ("train",))
               if getattr(cfg, s).dataset.transform_pipeline]
+    for part, names in MODEL_PART_NAMES.items():
+        name = (getattr(cfg.model, part) or {}).get("name")
+        if name is not None:
+            with located(cfg, f"model.{part}.name"):
+                lookup(dict.fromkeys(names), name, f"model.{part}.name", part)
     for split in splits:  # the config's own mistakes first, then the file system's
         with located(cfg, f"{split}.dataset.transform_pipeline"):
             build_transforms(getattr(cfg, split).dataset.transform_pipeline)

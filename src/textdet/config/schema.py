@@ -183,4 +183,7 @@ IGNORED_KEYS: dict[str, str] = {
     "*.loader.max_rowsize": "MindSpore shared-memory row size; PyTorch sizes shared memory itself",
     "train.dataset.shuffle": "shuffling is train.loader.shuffle",
     "eval.dataset.shuffle": "evaluation order does not change the metric",
+    "eval.dataset_sink_mode": "evaluation feeds batches to the device the same way in either mode",
+    "predict.output_save_dir": "`textdet predict` writes to its --out folder",
+    "predict.loader": "`textdet predict` batches images itself (--batch-size)",
 }

@@ -20,6 +20,7 @@ from torch import nn
 
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
+from textdet.config.loader import log_level
 from textdet.engine import build, distributed
 from textdet.engine.amp import LossScaler, amp_settings, apply_o3
 from textdet.engine.checkpoint import (
@@ -114,7 +115,7 @@ class Trainer:
         resume_path = self._resume_path()
         if self.main and not dry_run:
             prepare_run_dir(self.run_dir, resume_path is not None, overwrite)
-        setup_logging(None if dry_run else self.run_dir, self.main)
+        setup_logging(None if dry_run else self.run_dir, self.main, log_level(cfg.system.log_level))
         if cfg.model.resume and resume_path is None:
             logger.info("model.resume: no checkpoint in %s, starting fresh", self.run_dir)
         self.progress = sys.stdout.isatty() if progress is None else progress
