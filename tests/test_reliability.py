@@ -10,15 +10,24 @@ import signal
 import subprocess
 import sys
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
 from conftest import RECIPE, tiny_overrides
 from textdet.cli import main
+from textdet.config import load_config
+from textdet.config.components import MODEL_PART_NAMES
+from textdet.config.loader import log_level
+from textdet.data.dataset import DetDataset
 from textdet.data.labels import parse_label_line
+from textdet.data.pipeline import build_transforms
+from textdet.data.transforms import DetResize
 from textdet.engine import checkpoint
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.errors import ConfigError, TextdetError
+from textdet.models.dbnet import BACKBONES, HEADS, NECKS
 
 KILL_AT = os.path.join(os.path.dirname(__file__), "kill_at.py")
 
@@ -95,8 +104,6 @@ def test_interval_setting():
     assert not checkpoint.resume_due(0, 4, 1e9) and not checkpoint.resume_due(False, 4, 1e9)
     assert checkpoint.resume_due("auto", 1, 600.0) and not checkpoint.resume_due("auto", 1, 599.0)
     with pytest.raises(ConfigError, match="ckpt_interval_steps' must be a step count >= 0, 'auto'"):
-        from textdet.config import load_config
-
         load_config(RECIPE, ["train.ckpt_interval_steps=-1"])
 
 
@@ -136,10 +143,6 @@ def test_label_paths_stay_inside_the_data_root(path):
 
 
 def test_huge_eval_image_is_downscaled_with_a_warning():
-    import numpy as np
-
-    from textdet.data.transforms import DetResize
-
     resize = DetResize(limit_type="none", keep_ratio=True, divisor=32)  # MindOCR would keep 12000x9000
     assert resize.output_size(640, 480)[:2] == (640, 480)
     with pytest.warns(UserWarning, match="a 9000x12000 image would be resized to 9000x12000; downscaled to fit "
@@ -154,9 +157,6 @@ def test_huge_eval_image_is_downscaled_with_a_warning():
 
 def test_bad_backbone_fails_before_torch_naming_the_line(tmp_path):
     """The name tables readable without torch match the real ones, and a typo fails before `import torch`."""
-    from textdet.config.components import MODEL_PART_NAMES
-    from textdet.models.dbnet import BACKBONES, HEADS, NECKS
-
     assert MODEL_PART_NAMES == {"backbone": tuple(BACKBONES), "neck": tuple(NECKS), "head": tuple(HEADS)}
     user = open(os.path.join(os.path.dirname(__file__), "..", "configs", "mindocr_db_r50_user.yaml")).read()
     bad = tmp_path / "bad.yaml"
@@ -171,14 +171,77 @@ def test_bad_backbone_fails_before_torch_naming_the_line(tmp_path):
 
 
 def test_mindocr_keys_used_or_listed():
-    from textdet.config import load_config
-
     cfg = load_config(RECIPE, ["system.log_level=logging.WARNING", "eval.dataset_sink_mode=True",
                                "predict.output_save_dir=out", "predict.loader.batch_size=4"])
-    from textdet.config.loader import log_level
-
     assert log_level(cfg.system.log_level) == 30 and log_level("INFO") == 20 and log_level("LOUD") is None
     assert [k for k, _ in cfg.meta.ignored] == ["eval.dataset_sink_mode", "predict.output_save_dir",
                                                 "predict.loader"]
     with pytest.raises(ConfigError, match="'system.log_level' must be a logging level"):
         load_config(RECIPE, ["system.log_level=logging.LOUD"])
+
+
+def _bad_corpus(root) -> dict[str, int]:
+    """Odd images and label lines under ``root``; returns {what: label line number}."""
+    PIL = pytest.importorskip("PIL.Image")
+    img_dir = os.path.join(root, "imgs")
+    os.makedirs(img_dir)
+    rgb = np.zeros((64, 96, 3), np.uint8)
+    rgb[:, :48] = 255  # left half white: shows which way an image was turned
+    cv2.imwrite(os.path.join(img_dir, "gray.png"), rgb[..., 0])
+    cv2.imwrite(os.path.join(img_dir, "rgba.png"), np.dstack([rgb, np.full((64, 96), 128, np.uint8)]))
+    cv2.imwrite(os.path.join(img_dir, "deep.png"), rgb.astype(np.uint16) * 257)
+    cv2.imwrite(os.path.join(img_dir, "tiny.png"), rgb[:1, :1])
+    cv2.imwrite(os.path.join(img_dir, "good.jpg"), rgb)
+    PIL.fromarray(rgb).convert("CMYK").save(os.path.join(img_dir, "cmyk.jpg"))
+    exif = PIL.Exif()
+    exif[0x0112] = 6  # orientation: rotate 90 degrees clockwise to display
+    PIL.fromarray(rgb).save(os.path.join(img_dir, "exif.jpg"), exif=exif)
+    open(os.path.join(img_dir, "zero.jpg"), "wb").close()
+    open(os.path.join(img_dir, "text.jpg"), "w").write("not an image")
+    sq = [[10, 10], [50, 10], [50, 30], [10, 30]]
+    lines = {name: f"{name}\t" + json.dumps([{"transcription": "a", "points": sq}])
+             for name in ("gray.png", "rgba.png", "deep.png", "tiny.png", "cmyk.jpg", "exif.jpg", "zero.jpg",
+                          "text.jpg")}
+    bad = {"not a list": '{"points": [[1, 2]]}', "non-numeric": [[0, 0], ["a", 0], [5, 5]],
+           "< 3 points": [[0, 0], [5, 5]], "NaN": [[0, 0], [float("nan"), 0], [5, 5]],
+           "far outside": [[1e6, 1e6], [1e6 + 10, 1e6], [1e6 + 10, 1e6 + 10], [1e6, 1e6 + 10]],
+           "self-intersecting": [[10, 10], [50, 30], [50, 10], [10, 30]],
+           "repeated points": [[10, 10], [10, 10], [50, 10], [50, 30], [10, 30], [10, 30]]}
+    for what, pts in bad.items():
+        ann = pts if isinstance(pts, str) else json.dumps([{"transcription": "a", "points": pts}])
+        lines[what] = f"good.jpg\t{ann}"
+    rows = list(lines.values())
+    text = "\ufeff" + "\r\n".join(rows[:1] + [""] + rows[1:]) + "\r\n"  # BOM, CRLF, a blank line 2
+    open(os.path.join(root, "gt.txt"), "w", newline="").write(text)
+    return {what: i + 1 + (i > 0) for i, what in enumerate(lines)}
+
+
+def test_bad_input_corpus_each_problem_once_with_file_and_line(synth_root, tmp_path, capsys):
+    root = str(tmp_path / "corpus")
+    line_of = _bad_corpus(root)
+    opts = tiny_overrides(synth_root, str(tmp_path / "run"), **{"train.dataset.dataset_root": root,
+                                                                "train.dataset.data_dir": "imgs",
+                                                                "train.dataset.label_file": "gt.txt"})
+    assert main(["check-data", "-c", RECIPE, *[a for o in opts for a in ("-o", o)]]) != 0
+    out = capsys.readouterr().out
+    gt = os.path.join(root, "gt.txt")
+    expected = {"not a list": "error: annotations must be a JSON list", "non-numeric": "non-numeric coordinate",
+                "< 3 points": "at least 3 points, got 2", "NaN": "NaN or infinite", "far outside":
+                "lies entirely outside the 96x64 image", "self-intersecting": "zero-area (self-intersecting)",
+                "repeated points": "2 repeated point(s) removed", "zero.jpg": "error: zero.jpg: cannot decode",
+                "text.jpg": "error: text.jpg: cannot decode", "tiny.png": "outside the 1x1 image"}
+    for what, message in expected.items():
+        hits = [ln for ln in out.splitlines() if ln.startswith(f"{gt}:{line_of[what]}: ")]
+        assert len(hits) == 1 and message in hits[0], (what, hits)
+    assert sum(ln.startswith(gt) for ln in out.splitlines()) == len(expected)  # odd but fine images: silent
+    assert "3 error(s) (sample skipped), 7 warning(s)" in out
+    cfg = load_config(RECIPE, opts)
+    for orient, exif_shape in ((False, (96, 64, 3)), (True, (64, 96, 3))):
+        pipe = build_transforms([{"DecodeImage": {"img_mode": "RGB", "ignore_orientation": orient}}])
+        ds = DetDataset(root, "imgs", "gt.txt", pipe, ["image"], seed=cfg.system.seed)
+        shapes = {r.rel_path: ds.load(i, None)["image"].shape for i, r in enumerate(ds.records)
+                  if r.rel_path in ("gray.png", "rgba.png", "deep.png", "cmyk.jpg", "exif.jpg")}
+        assert shapes == {**dict.fromkeys(["gray.png", "rgba.png", "deep.png", "cmyk.jpg"], (64, 96, 3)),
+                          "exif.jpg": exif_shape}
+    exif = ds.load([r.rel_path for r in ds.records].index("exif.jpg"), None)["image"]
+    assert exif[:, :40].mean() > 200 and exif[:, 56:].mean() < 50  # as stored: white left half

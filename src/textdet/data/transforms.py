@@ -237,7 +237,7 @@ class DetLabelEncode:
             sample["polys"] = fast
             sample["texts"] = texts
             sample["ignore_tags"] = np.array([t in IGNORE_TEXTS for t in texts], dtype=bool)
-            return sample
+            return self._warn_outside(sample)
         polys, texts, tags = [], [], []
         for i, entry in enumerate(entries):
             text = str(entry.get("transcription", ""))
@@ -251,6 +251,15 @@ class DetLabelEncode:
         sample["polys"] = polys
         sample["texts"] = texts
         sample["ignore_tags"] = np.array(tags, dtype=bool)
+        return self._warn_outside(sample)
+
+    def _warn_outside(self, sample: Sample) -> Sample:
+        """A polygon entirely off the decoded image is a labelling mistake (kept: later steps drop it)."""
+        h, w = sample["image"].shape[:2] if "image" in sample else (math.inf, math.inf)
+        for i, p in enumerate(sample["polys"]):
+            if p[:, 0].min() >= w or p[:, 1].min() >= h or p[:, 0].max() < 0 or p[:, 1].max() < 0:
+                warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image",
+                              stacklevel=2)
         return sample
 
     def __repr__(self) -> str:
