@@ -85,7 +85,9 @@ class DetResNet(nn.Module):
         self.conv1 = nn.Conv2d(in_channels, width, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        # MindSpore's pad_mode="same" (as mindcv/MindOCR): for even sizes one pixel at the bottom/right only
+        # (torchvision pads one on every side). Zero padding equals -inf here: the input is post-ReLU.
+        self.maxpool = nn.Sequential(nn.ZeroPad2d((0, 1, 0, 1)), nn.MaxPool2d(3, 2))
         self.layer1 = self._make_layer(block, width, layers[0], 1)
         self.layer2 = self._make_layer(block, width * 2, layers[1], 2)
         self.layer3 = self._make_layer(block, width * 4, layers[2], 2)
