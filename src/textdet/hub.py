@@ -88,7 +88,8 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
         if match and not digest.startswith(match.group(1)):
             raise ConfigError(
                 f"{what}: {url} does not match the sha256 prefix in its name ({match.group(1)}, got "
-                f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a changed file? {by_hand}"
+                f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a changed file? "
+                f"{by_hand}"
             )
         os.replace(tmp, dest)
     except (OSError, urllib.error.URLError, ValueError) as exc:

@@ -76,7 +76,7 @@ class SqueezeExcite(nn.Module):
 
 
 class SameConv2d(nn.Conv2d):
-    """MindSpore's ``pad_mode="same"`` for sizes divisible by the stride: k - s pixels, the odd one at the bottom/right."""
+    """MindSpore's ``pad_mode="same"`` for sizes divisible by the stride: k - s pixels, the odd one bottom/right."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, padding=0, **kwargs)
@@ -222,8 +222,8 @@ def det_mobilenet_v3(
     if scale is not None and alpha is not None and scale != alpha:
         raise ValueError(f"det_mobilenet_v3: scale={scale} and alpha={alpha} disagree; give one of them")
     width = scale if scale is not None else alpha if alpha is not None else 0.5
-    path = resolve_backbone_weights(pretrained, "det_mobilenet_v3", filenames=())
+    path = resolve_backbone_weights(pretrained, "det_mobilenet_v3", url=None)
     model = DetMobileNetV3(scale=width, out_stages=tuple(out_stages), in_channels=in_channels, **params)
     if path is not None:
-        load_backbone_weights(model, path, "det_mobilenet_v3", ignore_prefixes=("classifier.", "pool."))
+        load_backbone_weights(model, path, "det_mobilenet_v3", ignore_prefixes=("classifier.",))
     return model
