@@ -9,13 +9,13 @@ touches the network. Under torchrun, local rank 0 downloads while the other rank
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import pickle
 import re
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
                 f"{by_hand}"
             )
         os.replace(tmp, dest)
-    except (OSError, urllib.error.URLError, ValueError) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         raise ConfigError(f"{what}: cannot download {url} to {folder} ({exc}); {by_hand}") from None
     finally:
         if os.path.exists(tmp):

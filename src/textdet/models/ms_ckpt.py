@@ -15,6 +15,7 @@ what it declares.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -139,14 +140,12 @@ def read_ms_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor]
         raise MsCheckpointError(f"{path}: no tensors found; not a MindSpore .ckpt?")
     tensors = {}
     for tag, (dims, dtype, chunks) in parts.items():
-        array = np.frombuffer(b"".join(chunks), dtype=MS_DTYPES[dtype]) if len(chunks) > 1 else None
-        if array is None:
-            itemsize = np.dtype(MS_DTYPES[dtype]).itemsize
-            if len(chunks[0]) % itemsize:
-                raise MsCheckpointError(f"{path}: '{tag}': {len(chunks[0])} bytes is not a whole number of {dtype}")
-            array = np.frombuffer(chunks[0], dtype=MS_DTYPES[dtype])
+        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if len(raw) % np.dtype(MS_DTYPES[dtype]).itemsize:
+            raise MsCheckpointError(f"{path}: '{tag}': {len(raw)} bytes is not a whole number of {dtype} values")
+        array = np.frombuffer(raw, dtype=MS_DTYPES[dtype])
         shape = () if dims in ([], [0]) and array.size == 1 else tuple(dims)
-        if int(np.prod(shape)) != array.size:
+        if math.prod(shape) != array.size:
             raise MsCheckpointError(f"{path}: '{tag}' declares shape {list(dims)} but holds {array.size} values")
         tensors[tag] = torch.from_numpy(array.reshape(shape).copy())
     return tensors, skipped
