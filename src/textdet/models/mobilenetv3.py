@@ -55,15 +55,15 @@ def _act(name: str) -> nn.Module:
 class SqueezeExcite(nn.Module):
     """x * gate(expand(relu(reduce(mean_hw(x))))), as mindcv.
 
-    ``version="SqueezeExcite"``: 1x1 convs to channels / 4 rounded to a multiple of 8, hard-sigmoid gate
-    (mindcv default); ``"SqueezeExciteV2"`` (MindOCR's mobilenet config): dense layers to channels // 4,
-    sigmoid gate.
+    ``version="SqueezeExcite"``: 1x1 convs to channels / 4 rounded to a multiple of 8 (or ``reduced``),
+    hard-sigmoid gate (mindcv default; PaddleOCR's SELayer with ``reduced=channels // 4``);
+    ``"SqueezeExciteV2"`` (MindOCR's mobilenet config): dense layers to channels // 4, sigmoid gate.
     """
 
-    def __init__(self, channels: int, version: str = "SqueezeExcite") -> None:
+    def __init__(self, channels: int, version: str = "SqueezeExcite", reduced: int | None = None) -> None:
         super().__init__()
         self.dense = version == "SqueezeExciteV2"
-        reduced = channels // 4 if self.dense else make_divisible(channels / 4, 8)
+        reduced = reduced or (channels // 4 if self.dense else make_divisible(channels / 4, 8))
         layer = nn.Linear if self.dense else partial(nn.Conv2d, kernel_size=1)
         self.conv_reduce = layer(channels, reduced)
         self.act = nn.ReLU()
