@@ -74,12 +74,8 @@ def _fields(buf: memoryview, pos: int, end: int, path: str):
                 raise MsCheckpointError(
                     f"{path}: field at byte {pos} declares {size} bytes but only {end - pos} remain (truncated file?)")
             value, pos = (pos, pos + size), pos + size
-        elif wire in (1, 5):  # fixed64 / fixed32: not used by checkpoint.proto, skipped
-            value, pos = None, pos + (8 if wire == 1 else 4)
-        else:
+        else:  # checkpoint.proto has only varints and length-delimited fields
             raise MsCheckpointError(f"{path}: wire type {wire} at byte {pos} is not valid here; not a MindSpore .ckpt?")
-        if pos > end:
-            raise MsCheckpointError(f"{path}: field runs past the end of its message at byte {end}")
         yield number, wire, value
 
 
@@ -87,13 +83,8 @@ def _tensor(buf: memoryview, span: tuple[int, int], path: str, tag: str) -> tupl
     dims: list[int] = []
     dtype, content = "", buf[0:0]
     for number, wire, value in _fields(buf, *span, path):
-        if number == 1 and wire == 0:
+        if number == 1 and wire == 0:  # proto2 repeated int64: one field per dim
             dims.append(value)
-        elif number == 1 and wire == 2:  # packed dims
-            pos, end = value
-            while pos < end:
-                dim, pos = _varint(buf, pos, end, path)
-                dims.append(dim)
         elif number == 2 and wire == 2:
             dtype = bytes(buf[value[0] : value[1]]).decode("utf-8", "replace")
         elif number == 3 and wire == 2:

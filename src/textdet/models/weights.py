@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 _ESCAPE = "-o model.backbone.pretrained=false"
 # Prefixes that wrappers add to parameter names: DistributedDataParallel and torch.compile.
-_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+_WRAPPERS = re.compile(r"^((module|_orig_mod)\.)+")
 
 
 def weights_file(value: str | os.PathLike, what: str, escape: str) -> Path:
@@ -97,17 +98,7 @@ def read_state_dict(path: str | os.PathLike, what: str = "weights") -> dict[str,
             f"{what}: {str(path)!r} is not a state_dict (nor a dict with a 'model' state_dict); "
             f"got {type(obj).__name__}"
         )
-    return {_strip_prefixes(k): v for k, v in obj.items()}
-
-
-def _strip_prefixes(key: str) -> str:
-    stripped = True
-    while stripped:
-        stripped = False
-        for prefix in _WRAPPER_PREFIXES:
-            if key.startswith(prefix):
-                key, stripped = key[len(prefix) :], True
-    return key
+    return {_WRAPPERS.sub("", k): v for k, v in obj.items()}
 
 
 def load_backbone_weights(
