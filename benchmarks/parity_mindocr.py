@@ -36,6 +36,7 @@ from mindocr.models import build_model as ms_build_model
 from textdet.config import load_config
 from textdet.engine.build import build_model_from_config
 from textdet.engine.evaluate import load_weights
+from textdet.models.mobilenetv3 import SameConv2d
 
 CONFIGS = ["configs/db_r18_icdar15.yaml", "configs/db_r50_icdar15.yaml", "configs/dbpp_r50_icdar15.yaml",
            "configs/db_mobilenetv3_icdar15.yaml", "configs/mindocr_db_r50_user.yaml"]
@@ -65,7 +66,16 @@ def mindocr_network(cfg_path: str, rng: np.random.Generator, randomise_bn: bool 
     return net
 
 
-def compare(cfg_path: str, size: tuple[int, int], seed: int, randomise_bn: bool) -> dict:
+def torchvision_padding(model: torch.nn.Module) -> None:
+    """Put back the paddings textdet had before matching MindSpore (to show what parity catches)."""
+    if hasattr(model.backbone, "maxpool"):
+        model.backbone.maxpool = torch.nn.MaxPool2d(3, 2, 1)
+    for m in model.modules():
+        if isinstance(m, SameConv2d):
+            m.same = (m.kernel_size[0] // 2,) * 4
+
+
+def compare(cfg_path: str, size: tuple[int, int], seed: int, randomise_bn: bool, old_padding: bool = False) -> dict:
     rng = np.random.default_rng(seed)
     net = mindocr_network(cfg_path, rng, randomise_bn)
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,6 +84,8 @@ def compare(cfg_path: str, size: tuple[int, int], seed: int, randomise_bn: bool)
         cfg = load_config(cfg_path, ["model.pretrained=false", "model.backbone.pretrained=false"])
         model = build_model_from_config(cfg, pretrained_backbone=False)
         load_weights(model, ckpt, "parity")  # strict: every tensor of the model comes from MindOCR's file
+    if old_padding:
+        torchvision_padding(model)
     model.eval()
     image = rng.normal(0, 1, (1, 3, *size)).astype(np.float32)
     ms_levels = net.backbone(ms.Tensor(image))
@@ -101,6 +113,8 @@ def main() -> int:
     parser.add_argument("--bn", choices=("random", "mindocr"), default="random",
                         help="random: random BN affine + calibrated statistics (default); mindocr: MindOCR's own "
                              "initialisation as built (BN at identity)")
+    parser.add_argument("--old-padding", action="store_true",
+                        help="torchvision-style max-pool/depthwise padding, as textdet had before (shows the gap)")
     args = parser.parse_args()
     ms.set_context(mode=ms.PYNATIVE_MODE)
     ms.set_seed(args.seed)
@@ -111,7 +125,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for cfg_path in args.configs:
-        r = compare(cfg_path, size, args.seed, args.bn == "random")
+        r = compare(cfg_path, size, args.seed, args.bn == "random", args.old_padding)
         worst = max(worst, r["P"])
         cells = " | ".join(f"{r[k]:.1e}" for k in ("C2", "C3", "C4", "C5", "neck", "P", "floor"))
         print(f"| {os.path.basename(cfg_path)} | {cells} |", flush=True)
