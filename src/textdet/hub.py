@@ -50,15 +50,10 @@ def hub_checkpoint_dir() -> Path:
 
 def download(url: str, what: str, escape: str, folder: str | os.PathLike | None = None,
              timeout: float = TIMEOUT_S, progress: bool | None = None) -> Path:
-    """The cached copy of ``url``, downloading it first if needed.
+    """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed.
 
-    Args:
-        url: http(s) URL; its base name is the file name in the cache.
-        what: the config key or argument it came from, for messages.
-        escape: how to do without the file (e.g. ``-o model.backbone.pretrained=false``), for messages.
-        folder: cache folder (default: ``hub_checkpoint_dir()``).
-        timeout: seconds allowed to connect and for each read.
-        progress: show a progress bar (default: when stderr is a terminal).
+    ``what`` (the config key it came from) and ``escape`` (how to do without the file) go into messages;
+    ``timeout`` bounds the connect and each read; ``progress`` defaults to "stderr is a terminal".
 
     Raises:
         ConfigError: offline, unreachable, truncated or hash mismatch; the message names the file,

@@ -42,17 +42,10 @@ def weights_file(value: str | os.PathLike, what: str, escape: str) -> Path:
 def resolve_backbone_weights(
     pretrained: bool | str | os.PathLike | None, arch: str, url: str | None, pattern: str | None = None
 ) -> Path | None:
-    """Turn a backbone's ``pretrained`` argument into a file path, or None for random init.
+    """A backbone's ``pretrained`` (False/None, True, a path or a URL) as a file path, or None for random init.
 
-    Args:
-        pretrained: False/None (no weights), True (torchvision's ImageNet file), a path or a URL.
-        arch: backbone name, for messages (e.g. ``det_resnet50``).
-        url: torchvision's URL for ``pretrained=True``; its file name is looked up in the hub cache first.
-        pattern: a glob also accepted in the hub cache (e.g. ``resnet50-*.pth`` for the V2 weights).
-
-    Raises:
-        ConfigError: no file for True, a missing path, or a failed download (naming the file, the
-            folder and the way out).
+    True takes ``url`` (torchvision's ImageNet file) from the hub cache, else any file matching
+    ``pattern`` there, else downloads it. Errors (ConfigError) name the file, the folder and the way out.
     """
     if pretrained is None or pretrained is False:
         return None
