@@ -100,29 +100,27 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
     return out
 
 
-def unclip_rect(w: np.ndarray, h: np.ndarray, expand_ratio: float) -> tuple[np.ndarray, np.ndarray]:
-    """Sides of ``minAreaRect(round-join offset of a w x h rectangle by D)``, ``D = w h r / (2 (w + h))``.
+def unclip_quads(rects: np.ndarray, expand_ratio: float) -> list[tuple]:
+    """MindOCR's quad unclip, vectorised: (N, 5) ``[cx, cy, w, h, angle]`` -> N ``cv2.minAreaRect`` results.
 
-    Claim: the result is the rectangle itself grown by D on every side, ``(w + 2D) x (h + 2D)``, with the
-    same centre and angle. Proof. The round-join offset of a convex set R by D is the Minkowski sum
-    R + disc(D) (the points within D of R). Widths add under Minkowski sums, and a disc has width 2D in
-    every direction, so the rectangle enclosing R + disc(D) turned by phi from R's axes has the sides
-    ``w c + h s + 2D`` and ``w s + h c + 2D`` (c = |cos phi|, s = |sin phi|). Its area is
-    ``w h + (w^2 + h^2) c s + 2D (w + h)(c + s) + 4 D^2``. Both ``c s >= 0`` and ``c + s >= 1`` are
-    minimal exactly at phi = 0 (or 90 degrees, the same rectangle). So the minimum-area rectangle is R's,
-    grown by D: ``(w + 2D) x (h + 2D)``. (Its short side, ``min(w, h) + 2D``, is what the "< 5" filter
-    checks.)
-
-    pyclipper approximates each quarter-circle by vertices on the circle, the first and last exactly at
-    the edge normals. So the extreme points along R's axes are present, and ``minAreaRect`` of its output
-    is this rectangle up to pyclipper's integer lattice (input corners and output vertices rounded to
-    integers: a fraction of a pixel, and a fraction of a degree on long thin boxes).
-    ``tests/test_postprocess.py`` checks this against the pyclipper route on random rectangles.
-
-    Works elementwise on arrays or on floats. Returns the new ``(w, h)``.
+    MindOCR offsets the box corners with pyclipper by ``D = w h r / (2 (w + h))`` (round joins) and takes
+    ``minAreaRect`` of the output. pyclipper truncates the corners to integers and rounds its output
+    vertices (half away from zero); the vertices that bound the result are each truncated corner moved by
+    D along its two edges' outward normals. So ``minAreaRect`` of those 8 rounded points is MindOCR's box
+    (99.8% of corners identical on the benchmark maps, all within 1 px) for one small cv2 call per box
+    instead of pyclipper + shapely. The exact offset would be the rectangle grown by D per side; MindOCR's
+    integer lattice moves it by up to 2 px, and textdet follows MindOCR so that its configs' scores hold.
     """
-    distance = w * h * expand_ratio / (2.0 * (w + h))
-    return w + 2.0 * distance, h + 2.0 * distance
+    w, h = rects[:, 2], rects[:, 3]
+    quads = np.trunc(box_points(rects).astype(np.float32)).astype(np.float64)
+    edges = np.roll(quads, -1, axis=1) - quads
+    normals = np.stack([edges[..., 1], -edges[..., 0]], axis=-1)
+    normals /= np.maximum(np.hypot(edges[..., 0], edges[..., 1]), 1e-9)[..., None]
+    area2 = (quads[..., 0] * np.roll(quads[..., 1], -1, axis=1) - np.roll(quads[..., 0], -1, axis=1) * quads[..., 1])
+    normals *= (np.where(area2.sum(axis=1) < 0, -1.0, 1.0) * w * h * expand_ratio / (2.0 * (w + h)))[:, None, None]
+    points = np.concatenate([quads + normals, np.roll(quads, -1, axis=1) + normals], axis=1)
+    points = np.copysign(np.floor(np.abs(points) + 0.5), points).astype(np.float32)
+    return [cv2.minAreaRect(p) for p in points]
 
 
 def box_points(rects: np.ndarray) -> np.ndarray:
@@ -340,14 +338,14 @@ class DBPostprocess:
                 score = mean(prob[y : y + h, x : x + w], bitmap[y : y + h, x : x + w])[0]
             else:
                 score = self._score(prob, bitmap, contour, None, cv2.boxPoints(rect) if mode == "fast" else None)
-            if score < box_thresh:
-                continue
-            rw, rh = unclip_rect(rw, rh, ratio)
-            if rw < _MIN_SIDE + 2 or rh < _MIN_SIDE + 2:
-                continue
-            rects.append((cx, cy, rw, rh, angle))
-            scores.append(score)
-        return rects, scores
+            if score >= box_thresh:
+                rects.append((cx, cy, rw, rh, angle))
+                scores.append(score)
+        if not rects:
+            return [], []
+        kept = [(cx, cy, w, h, a, s) for ((cx, cy), (w, h), a), s in zip(unclip_quads(np.array(rects), ratio), scores)
+                if w >= _MIN_SIDE + 2 and h >= _MIN_SIDE + 2]
+        return [k[:5] for k in kept], [k[5] for k in kept]
 
     def _poly_candidate(self, prob: np.ndarray, bitmap: np.ndarray,
                         contour: np.ndarray) -> tuple[np.ndarray, float] | None:
