@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import RECIPE, tiny_overrides
-from textdet import bench
+from textdet import bench, bench_infer
 from textdet.errors import TextdetError
 
 
@@ -112,7 +112,7 @@ def write_maps(folder) -> None:
 def test_load_maps_shapes(tmp_path):
     """shapes.json gives a's original size (2x the map: scale 0.5); b, without an entry, stays in map pixels."""
     write_maps(tmp_path)
-    maps = bench.load_maps(str(tmp_path))
+    maps = bench_infer.load_maps(str(tmp_path))
     assert [m[0] for m in maps] == ["a", "b"]
     assert all(m[1].shape == (64, 96) and m[1].dtype == np.float32 for m in maps)
     np.testing.assert_allclose(maps[0][2], [128, 192, 0.5, 0.5])

@@ -247,7 +247,7 @@ def test_unclip_quad_is_mindocrs_pyclipper_route():
         offset.AddPath(list(pts), pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
         (expanded,) = offset.Execute(w * h * 1.5 / (2 * (w + h)))
         expected = order_points_clockwise(cv2.boxPoints(cv2.minAreaRect(np.array(expanded, np.float32))))
-        got = order_points_clockwise(cv2.boxPoints(dbp.unclip_quad(rect, 1.5)))
+        got = order_points_clockwise(cv2.boxPoints(dbp.unclip_quads([rect], 1.5)[0]))
         diffs.append(np.abs(got - expected).max())
         same += bool(np.allclose(got, expected, atol=1e-3))
     assert max(diffs) <= 1.0 and same >= 270  # 281 of 300 identical

@@ -99,8 +99,8 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
     return out
 
 
-def unclip_quad(rect: tuple, expand_ratio: float) -> tuple:
-    """MindOCR's quad unclip of one ``minAreaRect`` result -> the unclipped ``minAreaRect`` result.
+def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
+    """MindOCR's quad unclip of ``minAreaRect`` results -> the unclipped ``minAreaRect`` results.
 
     MindOCR offsets the ``cv2.boxPoints`` corners with pyclipper by ``D = w h r / (2 (w + h))`` (round
     joins) and takes ``minAreaRect`` of the output. pyclipper truncates the corners to integers and rounds
@@ -110,16 +110,16 @@ def unclip_quad(rect: tuple, expand_ratio: float) -> tuple:
     within 1 px) at a fraction of pyclipper + shapely's cost. The exact offset is the rectangle grown by D
     on each side; the integer lattice moves MindOCR's by up to 2 px, and textdet follows MindOCR's boxes.
     """
-    w, h = rect[1]
-    distance = w * h * expand_ratio / (2.0 * (w + h))
-    quad = cv2.boxPoints(rect).astype(np.int32).tolist()  # this corner order turns positively
-    points = []
-    for (x0, y0), (x1, y1) in zip(quad, quad[1:] + quad[:1], strict=True):
-        scale = distance / (math.hypot(x1 - x0, y1 - y0) or 1.0)
-        nx, ny = (y1 - y0) * scale, (x0 - x1) * scale
-        points += [x0 + nx, y0 + ny, x1 + nx, y1 + ny]
-    points = [math.floor(v + 0.5) if v >= 0 else -math.floor(0.5 - v) for v in points]  # Clipper's Round
-    return cv2.minAreaRect(np.array(points, np.float32).reshape(8, 2))
+    quads = np.array([cv2.boxPoints(rect) for rect in rects]).astype(np.int32).astype(np.float64)  # (N, 4, 2)
+    sides = np.array([rect[1] for rect in rects])
+    distance = sides.prod(axis=1) * expand_ratio / (2.0 * sides.sum(axis=1))
+    ends = np.roll(quads, -1, axis=1)  # boxPoints' corner order turns positively: (dy, -dx) points outwards
+    edges = ends - quads
+    scale = distance[:, None] / np.maximum(np.hypot(edges[..., 0], edges[..., 1]), 1.0)
+    normals = np.stack([edges[..., 1], -edges[..., 0]], axis=-1) * scale[..., None]
+    points = np.concatenate([quads + normals, ends + normals], axis=1)
+    points = np.copysign(np.floor(np.abs(points) + 0.5), points).astype(np.float32)  # Clipper's Round
+    return [cv2.minAreaRect(p) for p in points]
 
 
 def box_points(rects: np.ndarray) -> np.ndarray:
@@ -339,11 +339,13 @@ class DBPostprocess:
                 score = self._score(prob, bitmap, contour, None, cv2.boxPoints(rect) if mode == "fast" else None)
             if score < box_thresh:
                 continue
-            (cx, cy), (rw, rh), angle = unclip_quad(rect, ratio)
-            if rw >= _MIN_SIDE + 2 and rh >= _MIN_SIDE + 2:
-                rects.append((cx, cy, rw, rh, angle))
-                scores.append(score)
-        return rects, scores
+            rects.append(rect)
+            scores.append(score)
+        if not rects:
+            return [], []
+        grown = zip(unclip_quads(rects, ratio), scores, strict=True)
+        kept = [((cx, cy, w, h, a), s) for ((cx, cy), (w, h), a), s in grown if min(w, h) >= _MIN_SIDE + 2]
+        return [k[0] for k in kept], [k[1] for k in kept]
 
     def _poly_candidate(self, prob: np.ndarray, bitmap: np.ndarray,
                         contour: np.ndarray) -> tuple[np.ndarray, float] | None:
