@@ -52,6 +52,8 @@ def test_data_keys(capsys, synth_root, tmp_path, cache):
     assert names[:3] == ["DecodeImage", "DetLabelEncode", "FusedGeometry"] and "BorderMap" in names
     assert all(v >= 0 for v in r["ms_per_transform"].values())
     assert r["image_cache"] is cache and r["device_normalize"] is False
+    # 64x64 crop: float32 CHW image 49152 B, uint8 binary_map / mask / thresh_mask 3 x 4096, float32 thresh_map 16384
+    assert r["mb_per_sample_shipped"] == pytest.approx(0.0778, abs=1e-4)
 
 
 def test_model_keys(capsys, opts):

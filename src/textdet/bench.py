@@ -103,6 +103,8 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
         steady = first
     pipe.timing = False
     stats = dict(pipe.stats)
+    sample = dataset[0]  # what a worker ships per sample (the loader's columns)
+    shipped = sum(getattr(sample.get(c), "nbytes", 0) for c in dataset.output_columns)
     loader = build.build_split_loader(cfg, "train", dataset, 0, 1, device)
     workers = loader.num_workers  # the engine caps the configured count at the available cores
     rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
@@ -113,6 +115,7 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
         "num_workers": workers,
         "num_workers_config": cfg.train.loader.num_workers,
         "ms_per_sample": 1000 * steady / max(used, 1),
+        "mb_per_sample_shipped": shipped / 1e6,
         "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
         "n": n,
         "skipped": n - used,
