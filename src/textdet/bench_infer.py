@@ -151,7 +151,11 @@ class _Limited:
 
 
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
-    """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images."""
+    """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images.
+
+    ``ms_per_image``: time in each part (data wait, forward, post-processing, metric); post-processing and
+    the metric run in a thread that overlaps the next forward, so the parts can add up to more than the total.
+    """
     from textdet.engine import build
     from textdet.engine.amp import amp_settings
     from textdet.engine.evaluate import load_weights, resolve_ckpt
@@ -178,6 +182,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     perf = evaluator.run(model)
     elapsed = time.perf_counter() - start
     return {"img_per_s": evaluator.images / max(elapsed, 1e-9), "images": evaluator.images, **perf,
+            "ms_per_image": {k: 1000 * v / max(evaluator.images, 1) for k, v in evaluator.parts.items()},
             "eval_s": elapsed, "batch_size": loader.batch_size, "device": str(device), "amp_level": amp.describe(),
             "checkpoint": os.path.abspath(ckpt) if ckpt else None}
 
