@@ -6,10 +6,8 @@ this table (printed and written to ``startup.json``) makes every start-up second
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import threading
 import time
 
 
@@ -26,18 +24,6 @@ def process_start_time() -> float:
 
 
 _IMPORT_TIME = time.time()
-
-
-def preload(module: str) -> threading.Thread:
-    """Import ``module`` in a background daemon thread.
-
-    Every torch optimizer's first ``step()`` imports ``torch._dynamo`` (1.3 s on a CPU). Started once
-    the model is built, the import overlaps the wait for the first batch and the first forward/backward
-    (whose kernels release the GIL) instead of adding to the first step.
-    """
-    thread = threading.Thread(target=importlib.import_module, args=(module,), name=f"preload {module}", daemon=True)
-    thread.start()
-    return thread
 
 
 class StartupTimer:

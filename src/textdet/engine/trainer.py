@@ -37,7 +37,7 @@ from textdet.engine.logs import MetricsWriter, setup_logging
 from textdet.engine.optim import build_optimizer
 from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.schedule import LRSchedule
-from textdet.engine.startup import StartupTimer, preload
+from textdet.engine.startup import StartupTimer
 from textdet.errors import ConfigError
 from textdet.models import count_parameters
 
@@ -240,7 +240,6 @@ class Trainer:
         if self.compiled:
             enable_compile_cache()
             self.forward_model = torch.compile(self.forward_model)
-        preload("torch._dynamo")  # the first optimizer step's import, overlapped with the first batch
         self.startup.mark("optimizer + wrappers")
 
     def _resume_path(self) -> str | None:
