@@ -110,13 +110,12 @@ def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
     within 1 px) at a fraction of pyclipper + shapely's cost. The exact offset is the rectangle grown by D
     on each side; the integer lattice moves MindOCR's by up to 2 px, and textdet follows MindOCR's boxes.
     """
-    quads = np.array([cv2.boxPoints(rect) for rect in rects]).astype(np.int32).astype(np.float64)  # (N, 4, 2)
-    sides = np.array([rect[1] for rect in rects])
-    distance = sides.prod(axis=1) * expand_ratio / (2.0 * sides.sum(axis=1))
-    ends = np.roll(quads, -1, axis=1)  # boxPoints' corner order turns positively: (dy, -dx) points outwards
-    edges = ends - quads
-    scale = distance[:, None] / np.maximum(np.hypot(edges[..., 0], edges[..., 1]), 1.0)
-    normals = np.stack([edges[..., 1], -edges[..., 0]], axis=-1) * scale[..., None]
+    quads = np.array([cv2.boxPoints(rect) for rect in rects], dtype=np.int32).astype(np.float64)  # (N, 4, 2)
+    w, h = np.array([rect[1] for rect in rects]).T
+    ends = quads[:, [1, 2, 3, 0]]  # boxPoints' corner order turns positively: (dy, -dx) points outwards
+    normals = (ends - quads)[..., ::-1] * (1.0, -1.0)
+    normals *= (w * h * expand_ratio / (2.0 * (w + h)))[:, None, None] / np.maximum(
+        np.hypot(normals[..., 0], normals[..., 1]), 1.0)[..., None]
     points = np.concatenate([quads + normals, ends + normals], axis=1)
     points = np.copysign(np.floor(np.abs(points) + 0.5), points).astype(np.float32)  # Clipper's Round
     return [cv2.minAreaRect(p) for p in points]
