@@ -270,8 +270,9 @@ def _style(rng: np.random.Generator, base: int, tiny: bool, heldout: bool) -> di
     """Random words, font, size, faux-bold stroke and effect for one placement unit."""
     face = int(_choice(rng, _HERSHEY)) if heldout else None
     if tiny:  # too small to read: labelled '###'
-        size, effect = int(rng.uniform(0.012, 0.022) * base) + 1, "faded" if rng.random() < 0.3 else "none"
-        return {"words": [_random_word(rng)], "size": size, "stroke": 0, "effect": effect, "face": face}
+        words, size = [_random_word(rng)], int(rng.uniform(0.012, 0.022) * base) + 1  # this order: same bytes
+        return {"words": words, "size": size, "stroke": 0, "effect": "faded" if rng.random() < 0.3 else "none",
+                "face": face}
     n_words = int(rng.integers(2, 4)) if rng.random() < 0.25 else 1
     size = max(5, int(np.exp(rng.uniform(np.log(0.04), np.log(0.15))) * base))
     stroke = max(1, int(round(size * rng.uniform(0.02, 0.05)))) if rng.random() < 0.3 else 0
