@@ -355,7 +355,7 @@ def generate_image(
         rng: the only source of randomness.
         size: (W, H).
         heldout: render as the held-out split does: OpenCV Hershey fonts instead of Pillow's,
-            texture backgrounds, about 1.6x the words per image.
+            texture backgrounds, about twice the words per image.
 
     Returns:
         ``(image, annotations)``: image HxWx3 uint8 in BGR order (as written by cv2);
