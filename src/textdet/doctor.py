@@ -41,8 +41,8 @@ def run_doctor() -> int:
                  " -> bf16 autocast (O1/O2) is emulated here and usually slower than fp32 on this CPU"))
     hub = os.path.join(torch.hub.get_dir(), "checkpoints")
     found = sorted(f for f in os.listdir(hub) if f.startswith(("resnet", "mobilenet"))) if os.path.isdir(hub) else []
-    fix = ("no ImageNet backbones (pretrained: True will fail; copy torchvision's resnet50-0676ba61.pth there "
-           "or use -o model.backbone.pretrained=false)")
+    fix = ("no ImageNet backbones yet (pretrained: True downloads torchvision's file here on first use; "
+           "offline: copy it here by hand or use -o model.backbone.pretrained=false)")
     print(f"weights       {hub}: {', '.join(found) if found else fix}")
     optional = (("onnx", "textdet export"), ("onnxruntime", "--onnx inference"), ("tensorboard", "TensorBoard logs"))
     for mod, why in optional:
