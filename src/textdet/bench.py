@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from textdet import DEVICE_HELP
 from textdet.errors import TextdetError
 
 PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
@@ -41,7 +42,7 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--n", type=int, help="samples (data), iterations (model), steps (train), maps (postprocess), "
                    f"images (eval); defaults {DEFAULT_N}")
     p.add_argument("--warmup", type=int, help=f"untimed iterations first; defaults {DEFAULT_WARMUP}")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--device", help=DEVICE_HELP)
     p.add_argument("--threads", type=int, help="torch intra-op threads in this process (default: torch's choice)")
     p.add_argument("--maps", metavar="DIR", help="postprocess: DIR/*.npy probability maps, (1,1,H,W) or (H,W) "
                    "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
@@ -89,7 +90,7 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     device = _device(args.device)
     build.validate(cfg, ("train",))
     # Normalisation moves to the device on CUDA only, as in the Trainer.
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), device.type == "cuda")
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), device.type != "cpu")
     dataset = build.build_dataset(cfg, "train", pipe)
     pipe.timing = True  # this instance only: the loader's workers get a copy made below, with timing off
     for i in range(warmup):
@@ -187,16 +188,14 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     import torch
 
     from textdet.engine import build
-    from textdet.engine.amp import amp_settings, apply_o3
+    from textdet.engine.amp import amp_settings
 
     device = _device(args.device)
     h, w = train_crop(cfg)
     bs = cfg.train.loader.batch_size
     amp = amp_settings(cfg.system.amp_level, device.type)
     model = build.build_model_from_config(cfg, pretrained_backbone=False).to(device)  # weights don't change speed
-    if cfg.system.amp_level == "O3":
-        apply_o3(model, amp.dtype)
-    if device.type == "cuda":
+    if device.type != "cpu":
         model.to(memory_format=torch.channels_last)
     loss_fn = build.build_loss_from_config(cfg).to(device)
     gen = torch.Generator(device="cpu").manual_seed(cfg.system.seed)
@@ -264,7 +263,7 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     trainer = Trainer(cfg, device=args.device, progress=False, dry_run=True)
     cached = fill_image_cache(trainer.train_set)  # time the steady state of epochs 2+, not the first decode
     device = trainer.device
-    batches = Prefetcher(trainer.train_loader, trainer.feed, enabled=trainer.sink or device.type == "cuda")
+    batches = Prefetcher(trainer.train_loader, trainer.feed)
     images, wait, start = 0, 0.0, time.perf_counter()
     trainer.forward_model.train()
     for step, batch in enumerate(itertools.islice(_endless(batches), warmup + n), 1):
@@ -415,7 +414,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     device = _device(args.device)
     build.validate(cfg, ("eval",))
     ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type == "cuda")
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type != "cpu")
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
     model = build.build_model_from_config(cfg, pretrained_backbone=False)
@@ -477,24 +476,15 @@ BENCHES: dict[str, Callable[..., dict]] = {
 
 
 def _device(name: str | None):
-    import torch
+    from textdet.device import pick_device
 
-    from textdet.engine.trainer import pick_device
-
-    try:
-        device = pick_device(name)
-    except RuntimeError as e:
-        raise TextdetError(f"--device {name}: {e}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise TextdetError(f"--device {name}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
-    return device
+    return pick_device(name)
 
 
 def _sync(device) -> None:
-    import torch
+    from textdet.device import synchronize
 
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
 
 
 def _rounded(value: Any) -> Any:

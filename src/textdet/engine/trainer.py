@@ -20,8 +20,9 @@ from torch import nn
 
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
+from textdet.device import is_accelerator, pick_device, synchronize
 from textdet.engine import build, distributed
-from textdet.engine.amp import LossScaler, amp_settings, apply_o3
+from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.checkpoint import (
     EpochCheckpoints,
     atomic_save,
@@ -42,15 +43,6 @@ from textdet.errors import ConfigError
 from textdet.models import count_parameters
 
 logger = logging.getLogger("textdet")
-
-
-def pick_device(name: str | None) -> torch.device:
-    """``--device`` or CUDA when available (the local rank's card under torchrun), else CPU."""
-    if name:
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device("cpu")
 
 
 def enable_compile_cache() -> str:
@@ -151,8 +143,7 @@ class Trainer:
         self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
         if resume_path:
             self._resume(resume_path)
-        self.feed = DeviceInput(self.device, self.normalize, channels_last=self.device.type == "cuda")
-        self.sink = cfg.train.dataset_sink_mode
+        self.feed = DeviceInput(self.device, self.normalize, channels_last=is_accelerator(self.device))
         self.evaluator = None
         if self.evaluate_enabled:
             eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
@@ -166,7 +157,7 @@ class Trainer:
         """Checks first, then data: a typo or a wrong path fails in seconds, before any model is built."""
         cfg, dry_run = self.cfg, self.dry_run
         build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
-        on_gpu = self.device.type == "cuda"
+        on_gpu = is_accelerator(self.device)
         train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), on_gpu)
         self.train_set = build.build_dataset(cfg, "train", train_pipe)
         self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
@@ -198,9 +189,7 @@ class Trainer:
         self.n_params = count_parameters(model, trainable_only=True)
         self.n_params_total = count_parameters(model, trainable_only=False)
         model.to(self.device)
-        if cfg.system.amp_level == "O3":
-            apply_o3(model, self.amp.dtype)
-        if self.device.type == "cuda":
+        if is_accelerator(self.device):
             model.to(memory_format=torch.channels_last)
         self.model = model  # the raw module: checkpoints and EMA read it
         self.loss_fn = build.build_loss_from_config(cfg).to(self.device)
@@ -234,7 +223,7 @@ class Trainer:
         model = self.model
         self.forward_model: nn.Module = model
         if self.dist.enabled:
-            ids = [self.device.index] if self.device.type == "cuda" else None
+            ids = [self.device.index] if is_accelerator(self.device) else None
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
         self.compiled = self._want_compile(compile)
         if self.compiled:
@@ -257,7 +246,7 @@ class Trainer:
             return True
         if mode == "off" or self.cfg.system.mode == 1:
             return False
-        if self.device.type != "cuda":
+        if not is_accelerator(self.device):
             logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
                         "(force it with --compile on)")
             return False
@@ -328,7 +317,7 @@ class Trainer:
         stats, window = EpochStats(), EpochStats()
         steps = self.steps_per_epoch
         bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
-        batches = Prefetcher(source, self.feed, enabled=self.sink or self.device.type == "cuda")
+        batches = Prefetcher(source, self.feed)
         skipped = 0
         usable = self.opt_steps_per_epoch * self.accum  # a trailing partial accumulation is not stepped
         self.optimizer.zero_grad(set_to_none=True)
@@ -388,8 +377,7 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------------- periodic work
     def _first_step_done(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)
         self.first_step_s = self.startup.mark("first step" + (" (includes compile)" if self.compiled else ""),
                                               return_stage=True)
         self.startup.total("total_to_first_step")
