@@ -176,6 +176,7 @@ IGNORED_KEYS: dict[str, str] = {
     "train.pred_cast_fp32": "textdet always computes losses in fp32",
     "*.dataset_sink_mode": "textdet always prefetches to an accelerator (pinned memory, side stream, on-device "
                            "normalisation); the CPU has nothing to sink into",
+    "system.drop_overflow_update": "textdet always skips steps with non-finite gradients (see train.max_bad_steps)",
     "train.max_call_depth": "MindSpore graph recursion limit; no PyTorch meaning",
     "eval.pred_cast_fp32": "textdet always post-processes fp32 probability maps",
     "*.dataset.use_minddata": "MindData C++ ops; textdet's transforms already run as native OpenCV/numpy code",

@@ -53,7 +53,7 @@ class LossScaler:
 
     Dynamic: halve (divide by ``factor``) on overflow and skip the step; multiply by ``factor``
     after ``window`` clean steps. Static: a fixed scale, overflowed steps skipped. Disabled: a
-    pass-through that still reports non-finite gradients when asked (``drop_overflow_update``).
+    pass-through that still reports non-finite gradients when asked (the trainer always asks).
     """
 
     def __init__(self, enabled: bool, dynamic: bool, scale: float = 1.0, factor: float = 2.0, window: int = 2000):

@@ -7,8 +7,11 @@ this table (printed and written to ``startup.json``) makes every start-up second
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+
+logger = logging.getLogger("textdet")
 
 
 def process_start_time() -> float:
@@ -61,3 +64,30 @@ class StartupTimer:
     def write(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2)
+
+
+def enable_compile_cache() -> str:
+    """Persist torch.compile's artefacts under ``$TEXTDET_HOME/compile_cache`` so only the first run compiles cold.
+
+    A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's own per-user /tmp default does not
+    (it is wiped with /tmp). Returns the folder used.
+    """
+    import getpass
+    import tempfile
+
+    home = os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    torch_default = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    if not current or current == torch_default:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "compile_cache")
+    folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    os.makedirs(folder, exist_ok=True)
+    try:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.fx_graph_cache = True
+        inductor_config.autotune_local_cache = True
+    except (ImportError, AttributeError):  # older torch: the directory alone still helps
+        pass
+    logger.info("torch.compile cache: %s (the first run compiles; later runs reuse it)", folder)
+    return folder

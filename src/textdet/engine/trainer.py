@@ -38,38 +38,15 @@ from textdet.engine.logs import MetricsWriter, setup_logging
 from textdet.engine.optim import build_optimizer
 from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.schedule import LRSchedule
-from textdet.engine.startup import StartupTimer
-from textdet.errors import ConfigError
+from textdet.engine.startup import StartupTimer, enable_compile_cache
+from textdet.errors import ConfigError, TextdetError
 from textdet.models import count_parameters
 
 logger = logging.getLogger("textdet")
 
 
-def enable_compile_cache() -> str:
-    """Persist torch.compile's artefacts under ``$TEXTDET_HOME/compile_cache`` so only the first run compiles cold.
-
-    A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's own per-user /tmp default does not
-    (it is wiped with /tmp). Returns the folder used.
-    """
-    import getpass
-    import tempfile
-
-    home = os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
-    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    torch_default = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
-    if not current or current == torch_default:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "compile_cache")
-    folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    os.makedirs(folder, exist_ok=True)
-    try:
-        import torch._inductor.config as inductor_config
-
-        inductor_config.fx_graph_cache = True
-        inductor_config.autotune_local_cache = True
-    except (ImportError, AttributeError):  # older torch: the directory alone still helps
-        pass
-    logger.info("torch.compile cache: %s (the first run compiles; later runs reuse it)", folder)
-    return folder
+class TrainingDiverged(TextdetError):
+    """Too many consecutive optimizer steps with a non-finite loss or gradients."""
 
 
 def seed_everything(seed: int, rank: int) -> None:
@@ -85,22 +62,24 @@ class EpochStats:
     """Sums over an epoch (or a log window); loss terms stay on the device until read."""
 
     steps: int = 0
+    bad: int = 0  # micro-batches of skipped (non-finite) optimizer steps: not in the loss means
     images: int = 0
     wait: float = 0.0
     start: float = field(default_factory=time.perf_counter)
     terms: dict[str, torch.Tensor] = field(default_factory=dict)
 
-    def add(self, losses: dict[str, torch.Tensor], n_images: int, wait: float) -> None:
+    def add(self, losses: dict[str, torch.Tensor], n_images: int, wait: float, bad: bool = False) -> None:
         self.steps += 1
+        self.bad += bad
         self.images += n_images
         self.wait += wait
-        for k, v in losses.items():
+        for k, v in losses.items() if not bad else ():
             v = v.detach()
             self.terms[k] = self.terms[k] + v if k in self.terms else v.clone()
 
     def summary(self) -> dict[str, float]:
         elapsed = time.perf_counter() - self.start
-        out = {k: float(v) / max(self.steps, 1) for k, v in self.terms.items()}
+        out = {k: float(v) / max(self.steps - self.bad, 1) for k, v in self.terms.items()}
         out.update(time=elapsed, step_ms=1000 * elapsed / max(self.steps, 1),
                    img_per_s=self.images / max(elapsed, 1e-9), data_wait_s=self.wait,
                    data_wait_share=self.wait / max(elapsed, 1e-9),
@@ -138,7 +117,6 @@ class Trainer:
         self._build_optimisation()
         self._wrap(compile)
 
-        # State.
         self.epoch, self.global_step, self.best = 0, 0, -math.inf
         self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
         if resume_path:
@@ -217,6 +195,10 @@ class Trainer:
                                  ls.scale_window)
         self.ema = ModelEMA(model, cfg.train.ema_decay) if cfg.train.ema else None
         self.params = [p for p in model.parameters() if p.requires_grad]
+        # BatchNorm statistics after the last good step: a skipped (non-finite) step puts them back.
+        self.buffers = [b for b in model.buffers() if b.is_floating_point()]
+        self.good_buffers = [b.clone() for b in self.buffers]
+        self.bad_run = 0  # consecutive skipped optimizer steps
 
     def _wrap(self, compile: str) -> None:
         """DDP and torch.compile wrap the forward only; the raw module stays in self.model."""
@@ -286,10 +268,12 @@ class Trainer:
             summary = stats.summary()
             record = {"epoch": epoch + 1, **{k: summary[k] for k in stats.terms}, "lr": self.schedule(
                 max(self.global_step - 1, 0)), "epoch_time": summary["time"], "img_per_s": summary["img_per_s"],
-                "data_wait_share": summary["data_wait_share"], "step_ms": summary["step_ms"]}
+                "data_wait_share": summary["data_wait_share"], "step_ms": summary["step_ms"],
+                "skipped_steps": stats.bad // self.accum}
             logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: %.2f "
-                        "img/s, data wait: %.1f%%", epoch + 1, E, record.get("loss", float("nan")), summary["time"],
-                        summary["step_ms"], summary["img_per_s"], 100 * summary["data_wait_share"])
+                        "img/s, data wait: %.1f%%, skipped steps (non-finite): %d", epoch + 1, E,
+                        record.get("loss", float("nan")), summary["time"], summary["step_ms"], summary["img_per_s"],
+                        100 * summary["data_wait_share"], record["skipped_steps"])
             if epoch == self.epoch:
                 self._report_compile(summary, stats.steps)
             if epoch == self.epoch or epoch + 1 == E:
@@ -320,6 +304,7 @@ class Trainer:
         batches = Prefetcher(source, self.feed)
         skipped = 0
         usable = self.opt_steps_per_epoch * self.accum  # a trailing partial accumulation is not stepped
+        pending: list = []  # (losses, images, wait) of this accumulation window, counted once it is stepped
         self.optimizer.zero_grad(set_to_none=True)
         for i, batch in enumerate(batches):
             if i >= usable:
@@ -329,12 +314,15 @@ class Trainer:
                 self.startup.total("total_to_first_batch")
             skipped += batch.get("_skipped", 0)
             last_micro = (i + 1) % self.accum == 0
-            losses = self.train_step(batch, sync=last_micro)
+            pending.append((self.train_step(batch, sync=last_micro), batch["image"].shape[0], batches.wait))
             if last_micro:
-                self.optimizer_step()
-            n = batch["image"].shape[0]
-            stats.add(losses, n, batches.wait)
-            window.add(losses, n, batches.wait)
+                bad = self.optimizer_step()
+                for item in pending:
+                    stats.add(*item, bad=bad)
+                    window.add(*item, bad=bad)
+                pending.clear()
+                if bad:
+                    self._check_bad_run(epoch, i + 1)
             if epoch == self.epoch and i == 0:
                 self._first_step_done()
             if bar is not None:
@@ -359,21 +347,42 @@ class Trainer:
             self.scaler.scale_loss(losses["loss"] / self.accum).backward()
         return losses
 
-    def optimizer_step(self) -> None:
-        """Unscale, check, clip, step with the scheduled LR, update EMA."""
-        overflow = self.scaler.unscale_and_check(self.params, check=self.cfg.system.drop_overflow_update)
-        if self.cfg.train.clip_grad:
-            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_norm)
-        if not overflow:
+    def optimizer_step(self) -> bool:
+        """Unscale, check, clip, step with the scheduled LR, update EMA. A step with a non-finite loss or
+        gradient (fp16 overflow, NaN data, divergence) is skipped, BN statistics restored: returns True."""
+        bad = self.scaler.unscale_and_check(self.params, check=True)
+        if bad:
+            torch._foreach_copy_(self.buffers, self.good_buffers)
+        else:
+            if self.cfg.train.clip_grad:
+                torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_norm)
             lr = self.schedule(self.global_step)
             for g in self.optimizer.param_groups:
                 g["lr"] = lr
             self.optimizer.step()
-        self.scaler.update(overflow)
+            torch._foreach_copy_(self.good_buffers, self.buffers)
+            if self.ema is not None:
+                self.ema.update(self.model)
+        self.scaler.update(bad)
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
-        if self.ema is not None and not overflow:
-            self.ema.update(self.model)
+        self.bad_run = self.bad_run + 1 if bad else 0
+        return bad
+
+    def _check_bad_run(self, epoch: int, step: int) -> None:
+        """Log a skipped step; stop after train.max_bad_steps in a row (fp16 loss scaling may still back off)."""
+        logger.warning("epoch %d step %d: non-finite loss or gradients, step skipped (%d in a row)", epoch + 1, step,
+                       self.bad_run)
+        limit = self.cfg.train.max_bad_steps
+        backing_off = self.scaler.enabled and self.scaler.dynamic and self.scaler.scale > 1
+        if self.bad_run < limit or backing_off:
+            return
+        ckpt = os.path.join(self.run_dir, "train_resume.ckpt")
+        last = f"the last good checkpoint is {ckpt} (epoch {epoch})" if epoch else "no checkpoint was written yet"
+        raise TrainingDiverged(
+            f"stopped at epoch {epoch + 1} step {step}: {self.bad_run} optimizer steps in a row had a non-finite loss "
+            f"or gradients (train.max_bad_steps={limit}); none changed the weights and {last}. Try a lower "
+            "scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for bad labels")
 
     # ----------------------------------------------------------------------------------------- periodic work
     def _first_step_done(self) -> None:
@@ -402,9 +411,9 @@ class Trainer:
         wait_ms = 1000 * s["data_wait_s"] / max(window.steps, 1)
         logger.info(
             "epoch: [%d/%d] step: [%d/%d], loss: %.6f, lr: %.6f, per step time: %.3f ms, fps per card: %.2f img/s, "
-            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data)", epoch + 1, E, step, S,
-            s.get("loss", float("nan")), self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"],
-            wait_ms, s["step_ms"] - wait_ms, 100 * s["data_wait_share"])
+            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data), skipped steps: %d", epoch + 1, E, step,
+            S, s.get("loss", float("nan")), self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"],
+            wait_ms, s["step_ms"] - wait_ms, 100 * s["data_wait_share"], window.bad // self.accum)
 
     def eval_model(self) -> nn.Module:
         return self.ema.module if self.ema is not None else self.model
