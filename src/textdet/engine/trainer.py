@@ -126,8 +126,9 @@ class Trainer:
         if self.evaluate_enabled:
             eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
                                                    self.device)
-            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,
-                                       DeviceInput(self.device, self.eval_normalize), self.amp, self.progress)
+            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,  # precision as `textdet eval`
+                                       DeviceInput(self.device, self.eval_normalize),
+                                       amp_settings(cfg.system.amp_level_infer, self.device.type), self.progress)
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
@@ -348,8 +349,7 @@ class Trainer:
         return losses
 
     def optimizer_step(self) -> bool:
-        """Unscale, check, clip, step with the scheduled LR, update EMA. A step with a non-finite loss or
-        gradient (fp16 overflow, NaN data, divergence) is skipped, BN statistics restored: returns True."""
+        """Unscale, check, clip, step, EMA; a non-finite step (fp16 overflow, NaN data) is undone: returns True."""
         bad = self.scaler.unscale_and_check(self.params, check=True)
         if bad:
             torch._foreach_copy_(self.buffers, self.good_buffers)
