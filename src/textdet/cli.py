@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", required=True, help="label file to write")
     q.add_argument("--image-prefix", default="", help="prefix for image paths in the label file")
     q.set_defaults(convert=convert_icdar15)
+    q = formats.add_parser("ppocr", help="PP-OCR det model (ONNX) -> DIR/model.ckpt + DIR/NAME.yaml")
+    q.add_argument("model", help="the .onnx file (rapidocr-onnxruntime ships ch_PP-OCRv4_det_infer.onnx)")
+    q.add_argument("--out", required=True, help="folder to write model.ckpt and the YAML into")
+    q.add_argument("--name", help="YAML file name and run name (default: the model's file name)")
+    q.set_defaults(convert=convert_ppocr)
     for name, reader in FORMATS.items():
         q = formats.add_parser(name, help=reader.__doc__.splitlines()[0])
         q.add_argument("input")
@@ -288,6 +293,14 @@ def convert_icdar15(args: argparse.Namespace) -> int:
 
     n = convert_icdar15(args.gt_dir, args.out, image_prefix=args.image_prefix)
     print(f"wrote {n} images' labels to {args.out}")
+    return 0
+
+
+def convert_ppocr(args: argparse.Namespace) -> int:
+    from textdet.ppocr import convert_ppocr
+
+    summary = convert_ppocr(args.model, args.out, name=args.name)
+    print(f"wrote {summary['checkpoint']} ({summary['tensors']} tensors) and {summary['config']}")
     return 0
 
 

@@ -454,7 +454,8 @@ class DetResize:
     side < limit_side_len, ``max`` downscales when the long side > limit_side_len (both keep the
     ratio); none + keep_ratio + target scales to fit the target (and may pad top-left into zeros);
     none without keep_ratio resizes straight to the target. Sizes are ceil'd to ``divisor`` when
-    ``force_divisable`` (unless padded). Scales are resized / source size, un-padded.
+    ``force_divisable`` (unless padded); ``rounding: nearest`` truncates and rounds to the nearest
+    multiple instead, as PaddleOCR's DetResizeForTest. Scales are resized / source size, un-padded.
 
     Differences from MindOCR: fix of the bug that multiplied both ``shape_list`` scales by scale_h
     when a ``shape_list`` already existed; polygons (if present) are always rescaled by
@@ -464,7 +465,10 @@ class DetResize:
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
                  limit_type: str | None = "min", limit_side_len: int = 736, force_divisable: bool = True,
-                 divisor: int = 32, interpolation: int = cv2.INTER_LINEAR) -> None:
+                 divisor: int = 32, interpolation: int = cv2.INTER_LINEAR, rounding: str = "up") -> None:
+        if rounding not in ("up", "nearest"):
+            raise ValueError(f"rounding must be 'up' or 'nearest', got {rounding!r}")
+        self.rounding = rounding
         if limit_type not in ("min", "max", "none", None):
             raise ValueError(f"limit_type must be 'min', 'max' or 'none', got {limit_type!r}")
         if not isinstance(divisor, int) or divisor < 1:
@@ -502,7 +506,10 @@ class DetResize:
         else:
             rh, rw = h, w
         pad = allow_pad and self.padding
-        if self.force_divisable and not pad:
+        if self.force_divisable and not pad and self.rounding == "nearest":  # PaddleOCR: int(), then round
+            d = self.divisor
+            rh, rw = (max(round(int(x * scale) / d) * d, d) for x in (h, w))
+        elif self.force_divisable and not pad:
             rh, rw = _round_up(rh, self.divisor), _round_up(rw, self.divisor)
         return rh, rw, pad
 
@@ -530,4 +537,5 @@ class DetResize:
     def __repr__(self) -> str:
         return _repr(self, target_size=self.target_size, keep_ratio=self.keep_ratio, padding=self.padding,
                      limit_type=self.limit_type, limit_side_len=self.limit_side_len,
-                     force_divisable=self.force_divisable, divisor=self.divisor, interpolation=self.interpolation)
+                     force_divisable=self.force_divisable, divisor=self.divisor, interpolation=self.interpolation,
+                     rounding=self.rounding)

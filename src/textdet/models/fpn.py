@@ -118,3 +118,46 @@ class DBFPN(nn.Module):
         if self.asf is not None:
             return self.asf(outs)
         return torch.cat(outs, dim=1)
+
+
+class RSELayer(nn.Module):
+    """conv(k) -> y + SE(y) (PaddleOCR ``RSELayer``, shortcut); SE gate is Paddle's hard-sigmoid with slope 0.2."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel: int) -> None:
+        super().__init__()
+        self.in_conv = nn.Conv2d(in_channels, out_channels, kernel, padding=kernel // 2, bias=False)
+        self.conv1 = nn.Conv2d(out_channels, out_channels // 4, 1)
+        self.conv2 = nn.Conv2d(out_channels // 4, out_channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.in_conv(x)
+        gate = self.conv2(F.relu(self.conv1(y.mean(dim=(2, 3), keepdim=True))))
+        return y + y * torch.clamp(gate * 0.2 + 0.5, 0.0, 1.0)
+
+
+class RSEFPN(nn.Module):
+    """PP-OCRv3/v4's neck (PaddleOCR ``RSEFPN``, shortcut=True): DBFPN's data flow with SE-gated convs.
+
+    Args:
+        in_channels: backbone channels at strides 4/8/16/32.
+        out_channels: lateral width (PP-OCRv4 mobile: 96); the output has ``out_channels`` channels.
+
+    Shapes:
+        list of (N, in_channels[i], H/s_i, W/s_i) -> (N, out_channels, H/4, W/4).
+    """
+
+    def __init__(self, in_channels: list[int], out_channels: int = 96) -> None:
+        super().__init__()
+        if len(in_channels) != 4 or out_channels % 16:
+            raise ValueError(f"RSEFPN needs 4 levels and out_channels % 16 == 0, got {in_channels}, {out_channels}")
+        self.out_channels = out_channels
+        self.ins_conv = nn.ModuleList([RSELayer(int(c), out_channels, 1) for c in in_channels])
+        self.inp_conv = nn.ModuleList([RSELayer(out_channels, out_channels // 4, 3) for _ in in_channels])
+
+    def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
+        # Paddle's order (top level first) so that an imported graph's layers come in the same sequence.
+        laterals = [self.ins_conv[i](features[i]) for i in (3, 2, 1, 0)][::-1]
+        for i in (2, 1, 0):
+            laterals[i] = laterals[i] + _resize_to(laterals[i + 1], laterals[i])
+        outs = [self.inp_conv[i](laterals[i]) for i in (3, 2, 1, 0)]  # [O5, O4, O3, O2]
+        return torch.cat([_resize_to(o, outs[-1]) for o in outs[:-1]] + [outs[-1]], dim=1)

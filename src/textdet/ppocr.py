@@ -1,0 +1,186 @@
+"""``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` + ``DIR/<name>.yaml``.
+
+The ONNX graph carries no module names (Paddle numbers its tensors), so layers are matched by
+order: the convs, transposed convs, BatchNorms and learnable affines met walking the graph must
+be those a textdet forward pass runs, in the same order and with the same shapes, or the import
+stops naming the first layer that differs. Two gaps of inference exports are filled:
+
+* BatchNorm folded into the preceding conv: the conv gets the folded weight and the BatchNorm
+  becomes an identity carrying the folded bias (weight 1, mean 0, var 1 - eps), so eval output is
+  unchanged and fine-tuning re-estimates the statistics.
+* the missing threshold branch of DBHead: a copy of the probability branch, i.e. features that
+  already respond to text; its L1 loss pulls it to the threshold map in the first steps.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+
+from textdet.engine.checkpoint import atomic_save
+from textdet.errors import TextdetError
+from textdet.models import build_model
+from textdet.models.lcnetv3 import LearnableAffine
+
+RECIPE = Path(__file__).parent / "recipes" / "synthetic_dbnet_r18.yaml"
+PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml (the student network)
+    "backbone": {"name": "PPLCNetV3", "scale": 0.75, "det": True},
+    "neck": {"name": "RSEFPN", "out_channels": 96},
+    "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
+}
+_KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
+
+
+class Layer(NamedTuple):
+    """One parameterised layer of the graph: ``tensors`` in the order of the torch module's state_dict."""
+
+    kind: str
+    node: str
+    tensors: list[np.ndarray]
+
+
+def read_onnx_layers(path: str | os.PathLike) -> list[Layer]:
+    """Convs (+bias, also as a following Add), transposed convs, BatchNorms and scalar affines, in graph order."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise TextdetError("textdet convert ppocr reads ONNX files with the onnx package: pip install onnx") from None
+    try:
+        graph = onnx.load(str(path)).graph
+    except Exception as e:  # protobuf's and onnx's own errors: name the file
+        raise TextdetError(f"cannot read ONNX model {path}: {e}") from None
+    const = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            const[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        elif n.op_type == "Identity" and n.input[0] in const:  # torch's exporter shares equal initializers
+            const[n.output[0]] = const[n.input[0]]
+    consumers: dict[str, list] = {}
+    for n in graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+
+    def follower_const(node, size: int, ndim: int | None = None) -> np.ndarray | None:
+        """The constant of the single Add consuming ``node``'s output, if it has ``size`` elements."""
+        nxt = consumers.get(node.output[0], [])
+        if len(nxt) != 1 or nxt[0].op_type != "Add":
+            return None
+        c = next((const[i] for i in nxt[0].input if i in const), None)
+        return c if c is not None and c.size == size and (ndim is None or c.ndim == ndim) else None
+
+    layers = []
+    for n in graph.node:
+        if n.op_type in ("Conv", "ConvTranspose"):
+            w = const.get(n.input[1])
+            if w is None:
+                raise TextdetError(f"{path}: {n.op_type} {n.name or n.output[0]} has a computed weight; not an export")
+            out_ch = w.shape[0] if n.op_type == "Conv" else w.shape[1]
+            b = const.get(n.input[2]) if len(n.input) > 2 and n.input[2] else follower_const(n, out_ch)
+            kind = "conv" if n.op_type == "Conv" else "convT"
+            layers.append(Layer(kind, n.output[0], [w] if b is None else [w, b.reshape(-1)]))
+        elif n.op_type == "BatchNormalization":
+            layers.append(Layer("bn", n.output[0], [const[i] for i in n.input[1:5]]))
+        elif n.op_type == "Mul":  # a learnable affine: Mul by a shape-(1,) tensor, then Add of one
+            scale = next((const[i] for i in n.input if i in const), None)
+            if scale is not None and scale.shape == (1,) and (bias := follower_const(n, 1, ndim=1)) is not None:
+                layers.append(Layer("affine", n.output[0], [scale, bias]))
+    return layers
+
+
+def _execution_order(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The parameterised leaf modules an eval forward runs, in order (hooks on a 64x64 input)."""
+    names = {m: name for name, m in model.named_modules()}
+    seen: list[tuple[str, nn.Module]] = []
+    hooks = [m.register_forward_hook(lambda m, i, o: seen.append((names[m], m)))
+             for m in model.modules() if type(m) in _KINDS]
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros(1, 3, 64, 64))
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict[str, torch.Tensor]:
+    """Assign ``layers`` to ``model``'s modules in execution order; returns the new state_dict.
+
+    Raises:
+        TextdetError: the first layer whose kind or shapes differ from the module's, or a count mismatch.
+    """
+    state, pos, folded_bias = model.state_dict(), 0, None
+    for name, module in _execution_order(model):
+        kind, layer = _KINDS[type(module)], layers[pos] if pos < len(layers) else None
+        keys = [f"{name}.{k}" for k, _ in module.named_parameters(recurse=False)]
+        if kind == "bn" and (layer is None or layer.kind != "bn") and folded_bias is not None:
+            ones = torch.ones_like(state[f"{name}.weight"])
+            state.update({f"{name}.weight": ones, f"{name}.bias": torch.from_numpy(folded_bias),
+                          f"{name}.running_mean": torch.zeros_like(ones), f"{name}.running_var": ones - module.eps})
+            folded_bias = None
+            continue
+        if kind == "bn":
+            keys += [f"{name}.running_mean", f"{name}.running_var"]
+        got = None if layer is None else (layer.kind, [tuple(t.shape) for t in layer.tensors])
+        want = (kind, [tuple(state[k].shape) for k in keys])
+        extra_bias = got is not None and kind == "conv" and len(got[1]) == 2 and len(want[1]) == 1
+        if got is None or (got[0], got[1][:1] if extra_bias else got[1]) != want or folded_bias is not None:
+            raise TextdetError(f"{source}: layer {pos} ({'none left' if got is None else f'{layer.node}: {got}'}) does "
+                               f"not fit textdet's {name} {want}; is this a PP-OCRv4 mobile det model?")
+        for key, t in zip(keys, layer.tensors, strict=False):
+            state[key] = torch.from_numpy(np.array(t, dtype=np.float32))
+        folded_bias, pos = (layer.tensors[1].astype(np.float32) if extra_bias else None), pos + 1
+    if pos < len(layers):
+        raise TextdetError(f"{source}: {len(layers) - pos} layers left over after the model was filled, first "
+                           f"{layers[pos].node}; is this a PP-OCRv4 mobile det model?")
+    return state
+
+
+def ppocr_config(ckpt: str, name: str) -> dict:
+    """The built-in recipe with PaddleOCR's network, pre- and post-processing and fine-tuning defaults."""
+    cfg = yaml.safe_load(RECIPE.read_text())
+    cfg["model"] = {"type": "det", "transform": None, **PPOCR_V4_DET, "pretrained": ckpt, "resume": False}
+    cfg["postprocess"].update(binary_thresh=0.3, box_thresh=0.6, expand_ratio=1.5)  # det_db_* defaults
+    cfg["scheduler"].update(lr=0.001, num_epochs=4, warmup_epochs=0)
+    cfg["train"]["ckpt_save_dir"], cfg["eval"]["ckpt_load_path"] = f"./runs/{name}", ckpt
+    cfg["eval"]["loader"]["batch_size"] = 1  # image sizes differ under 'max' resizing
+    for split in ("train", "eval"):
+        cfg[split]["dataset"]["dataset_root"] = "./data"
+        for step in cfg[split]["dataset"]["transform_pipeline"]:
+            op = next(iter(step))
+            if op == "DecodeImage":  # PaddleOCR normalises BGR pixels with the ImageNet (RGB-order) mean/std
+                step[op]["img_mode"] = "BGR"
+            elif op == "RandomCropWithBBox":
+                step[op]["crop_size"] = [320, 320]
+            elif op == "DetResize":  # PaddleOCR's DetResizeForTest for PP-OCRv4
+                step[op] = {"limit_type": "max", "limit_side_len": 960, "divisor": 32, "rounding": "nearest"}
+    return cfg
+
+
+def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dict:
+    """Import a PP-OCRv4 det ONNX model: write ``out_dir/model.ckpt`` and ``out_dir/<name>.yaml``."""
+    if not os.path.isfile(model_path):
+        raise TextdetError(f"PP-OCR model not found: {model_path}")
+    if not str(model_path).endswith(".onnx"):
+        raise TextdetError(f"{model_path}: give the ONNX export (e.g. ch_PP-OCRv4_det_infer.onnx from the "
+                           "rapidocr-onnxruntime wheel, or paddle2onnx's output for a Paddle inference model)")
+    name = name or Path(model_path).stem
+    model = build_model(**PPOCR_V4_DET)
+    state = load_onnx_layers(model, read_onnx_layers(model_path), model_path)
+    for key in [k for k in state if k.startswith("head.segm.")]:  # the thresh branch the export lacks
+        state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
+    model.load_state_dict(state)
+    os.makedirs(out_dir, exist_ok=True)
+    ckpt, yaml_path = os.path.abspath(os.path.join(out_dir, "model.ckpt")), os.path.join(out_dir, f"{name}.yaml")
+    atomic_save({"model": model.state_dict(), "source": os.path.basename(model_path)}, ckpt)
+    header = (f"# {name}: imported by `textdet convert ppocr` from {os.path.basename(model_path)}; see the README,\n"
+              f"# 'Start from PP-OCR'. Fine-tune: textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA "
+              "-o eval.dataset.dataset_root=DATA\n")
+    Path(yaml_path).write_text(header + yaml.safe_dump(ppocr_config(ckpt, name), sort_keys=False))
+    return {"checkpoint": ckpt, "config": yaml_path, "tensors": len(state)}
