@@ -16,6 +16,8 @@ RECIPE = os.path.join(os.path.dirname(__file__), "..", "src", "textdet", "recipe
 USER_CFG = os.path.join(os.path.dirname(__file__), "..", "configs", "mindocr_db_r50_user.yaml")
 
 torch.set_num_threads(2)
+# Tests never reach the internet: pretrained=True / URLs resolve from the cache or fail at once.
+os.environ.setdefault("TEXTDET_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")

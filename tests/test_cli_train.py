@@ -80,7 +80,9 @@ def test_first_loss_is_pinned(two_then_three):
     assert records[0]["loss"] == pytest.approx(PINNED_FIRST_EPOCH_LOSS, rel=1e-4)
 
 
-PINNED_FIRST_EPOCH_LOSS = 16.976451  # BCE from logits (was 16.954945 on probabilities)
+# Re-pinned (was 16.954945) when the ResNet stem max-pool moved to MindSpore's "same" padding (one pixel at
+# the bottom/right only), which MindOCR parity needs: the stride-4 features shift by one pixel.
+PINNED_FIRST_EPOCH_LOSS = 17.275609
 
 
 def test_resume_continues_exactly(two_then_three):

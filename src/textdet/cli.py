@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "cocotext":
             q.add_argument("--split", choices=("train", "val"), help="which images, when the file holds both")
         q.set_defaults(convert=convert_labels)
+    q = formats.add_parser("mindocr", help="MindOCR/MindSpore .ckpt (file or URL) -> textdet checkpoint")
+    q.add_argument("input")
+    q.add_argument("--out", required=True, help="textdet checkpoint to write")
+    q.add_argument("-c", "--config", help="check every tensor against this config's model (names and shapes)")
+    q.add_argument("-o", "--opt", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for -c")
+    q.set_defaults(convert=convert_mindocr)
 
     p = sub.add_parser("metric", help="score detections: ICDAR gt_img_N.txt/res_img_N.txt folders or label files")
     p.add_argument("--gt", required=True)
@@ -310,6 +316,34 @@ def convert_labels(args: argparse.Namespace) -> int:
     options = {"split": args.split} if getattr(args, "split", None) else {}
     summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, **options)
     print(f"{args.format}: {summary} -> {args.out}")
+    return 0
+
+
+def convert_mindocr(args: argparse.Namespace) -> int:
+    """MindSpore names -> ours; with -c every model tensor must be in the file with its shape."""
+    from textdet.engine.checkpoint import atomic_save
+    from textdet.errors import TextdetError
+    from textdet.models.ms_ckpt import mindspore_to_torch_names, read_ms_checkpoint
+    from textdet.models.weights import load_model_weights, weights_file
+
+    path = weights_file(args.input, "convert mindocr", "give a local .ckpt path")
+    tensors, skipped = read_ms_checkpoint(path)
+    weights, training = mindspore_to_torch_names(tensors)
+    print(f"{path}: {len(weights)} weight tensors; left out {len(training)} optimizer/training entries"
+          + (f" ({', '.join(training[:4])}{', ...' if len(training) > 4 else ''})" if training else "")
+          + (f" and {len(skipped)} non-tensor entries ({', '.join(skipped[:4])})" if skipped else ""))
+    if args.config:
+        from textdet.config import load_config
+        from textdet.engine.build import build_model_from_config
+
+        cfg = load_config(args.config, [*args.opt, "model.pretrained=false"])  # the model only, no weights
+        report = load_model_weights(build_model_from_config(cfg, False), path,
+                                    "convert mindocr")
+        if report.missing or report.unexpected or report.mismatched:
+            raise TextdetError(f"{path} does not match the model of {args.config}:\n{report}")
+        print(f"matches {args.config}: all {len(report.loaded)} tensors have a place and a shape there")
+    atomic_save({"model": weights, "converted_from": os.path.basename(str(path))}, args.out)
+    print(f"wrote {args.out}")
     return 0
 
 

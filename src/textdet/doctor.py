@@ -38,8 +38,8 @@ def run_doctor() -> int:
                               else "emulated (no AVX512-BF16/AMX): keep amp_level O0 on this CPU"))
     hub = os.path.join(torch.hub.get_dir(), "checkpoints")
     found = sorted(f for f in os.listdir(hub) if f.startswith(("resnet", "mobilenet"))) if os.path.isdir(hub) else []
-    fix = ("no ImageNet backbones (pretrained: True will fail; copy torchvision's resnet50-0676ba61.pth there "
-           "or use -o model.backbone.pretrained=false)")
+    fix = ("no ImageNet backbones yet (pretrained: True downloads torchvision's file here on first use; "
+           "offline: copy it here by hand or use -o model.backbone.pretrained=false)")
     print(f"weights       {hub}: {', '.join(found) if found else fix}")
     optional = (("onnx", "textdet export"), ("onnxruntime", "--onnx inference"), ("tensorboard", "TensorBoard logs"))
     for mod, why in optional:

@@ -280,6 +280,10 @@ def find_checkpoint(cfg: Config, ckpt: str | None) -> tuple[str, str]:
     """(path, where it came from): ``ckpt``, else ``predict.ckpt_load_path``, else ``eval.ckpt_load_path``."""
     for path, what in ((ckpt, "--ckpt"), (cfg.predict.ckpt_load_path, "predict.ckpt_load_path"),
                        (cfg.eval.ckpt_load_path, "eval.ckpt_load_path")):
+        if path and path.startswith(("http://", "https://")):
+            from textdet.hub import download  # torch-free start-up until a URL needs it
+
+            return str(download(path, what, "give a local checkpoint path instead")), what
         if path:
             if not os.path.isfile(path):
                 raise TextdetError(f"checkpoint not found: {path} (from {what}); point it at a .ckpt file")

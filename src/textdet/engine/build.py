@@ -41,8 +41,11 @@ MODEL_PRESETS: dict[str, dict[str, dict]] = {
         "head": _HEAD,
     },
     "dbnet_mobilenetv3": {
-        "backbone": {"name": "det_mobilenet_v3", "pretrained": False},
-        "neck": {**_FPN, "out_channels": 256},
+        "backbone": {"name": "det_mobilenet_v3", "architecture": "large", "alpha": 0.5, "out_stages": [5, 8, 14, 20],
+                     "bottleneck_params": {"se_version": "SqueezeExciteV2", "always_expand": True},
+                     "pretrained": "https://download.mindspore.cn/toolkits/mindcv/mobilenet/mobilenetv3/"
+                                   "mobilenet_v3_large_050_no_scale_se_v2_expand-3c4047ac.ckpt"},
+        "neck": _FPN,
         "head": _HEAD,
     },
 }

@@ -16,6 +16,7 @@ import torch
 
 from textdet import device
 from textdet.errors import TextdetError
+from textdet.hub import safe_load
 
 
 def atomic_save(obj: Any, path: str) -> None:
@@ -36,13 +37,10 @@ def atomic_save(obj: Any, path: str) -> None:
 
 
 def load_checkpoint(path: str, what: str) -> dict:
-    """Load a checkpoint dict on CPU; errors name the file and the config key it came from."""
+    """Load a checkpoint dict on CPU (``weights_only=True``); errors name the file and the config key it came from."""
     if not os.path.isfile(path):
         raise TextdetError(f"{what}: checkpoint not found: {path}")
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # a truncated or foreign file
-        raise TextdetError(f"{what}: cannot read checkpoint {path}: {e}") from None
+    obj = safe_load(path, what)
     if not isinstance(obj, dict):
         raise TextdetError(f"{what}: {path} is not a textdet/PyTorch checkpoint dict")
     return obj

@@ -11,18 +11,20 @@ from textdet.config import Config
 from textdet.device import is_accelerator, pick_device
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
-from textdet.engine.checkpoint import load_checkpoint, model_state
 from textdet.engine.evaluator import Evaluator, ThresholdSweep, timed_run
 from textdet.engine.feed import DeviceInput
 from textdet.errors import ConfigError, TextdetError
+from textdet.hub import download, is_url
+from textdet.models import read_state_dict
 
 logger = logging.getLogger("textdet")
 
 
 def load_weights(model: torch.nn.Module, path: str, what: str) -> None:
-    """Load a checkpoint's model weights strictly; a mismatch names the keys and the config it came from."""
-    state = model_state(load_checkpoint(path, what))
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    """Load a checkpoint's model weights strictly (ours or MindOCR's .ckpt); a mismatch names the keys and the
+    config it came from. MindSpore files carry no BatchNorm ``num_batches_tracked``: not a mismatch."""
+    missing, unexpected = model.load_state_dict(read_state_dict(path, what), strict=False)
+    missing = [k for k in missing if not k.endswith("num_batches_tracked")]
     if missing or unexpected:
         raise TextdetError(
             f"{what}: {path} does not fit the config's model ({len(missing)} missing keys, e.g. {missing[:3]}; "
@@ -33,6 +35,9 @@ def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
     path = ckpt or cfg.eval.ckpt_load_path
     if not path:
         raise ConfigError("no checkpoint to evaluate: pass --ckpt PATH or set eval.ckpt_load_path")
+    if is_url(path):
+        what = "--ckpt" if ckpt else "eval.ckpt_load_path"
+        return str(download(path, what, "give a local checkpoint path instead"))
     if not os.path.isfile(path):
         meta = getattr(cfg, "meta", None)
         src = "--ckpt" if ckpt else f"eval.ckpt_load_path at {meta.where('eval.ckpt_load_path') if meta else '?'}"

@@ -111,9 +111,9 @@ def build_model(
         backbone: e.g. ``{"name": "det_resnet50", "pretrained": True}``.
         neck: e.g. ``{"name": "DBFPN", "out_channels": 256, "bias": False}``.
         head: e.g. ``{"name": "DBHead", "k": 50, "bias": False, "adaptive": True}``.
-        pretrained: MindOCR's ``model.pretrained``: a whole-model checkpoint (plain state_dict or our
-            ``{"model": state_dict, ...}``), loaded non-strictly after the backbone's own weights; the
-            report of missing/unexpected/mismatched keys is logged. None/False: nothing.
+        pretrained: MindOCR's ``model.pretrained``: a whole-model checkpoint path or URL (plain state_dict,
+            our ``{"model": state_dict, ...}`` or a MindOCR ``.ckpt``), loaded non-strictly after the backbone's
+            own weights; the report of missing/unexpected/mismatched keys is logged. None/False: nothing.
 
     Raises:
         ConfigError: unknown names (listing the valid ones), bad parameters, missing weight files.
@@ -124,8 +124,8 @@ def build_model(
     model = DBNet(bb, nk, hd)
     if pretrained is True:
         raise ConfigError(
-            "model.pretrained: true would need a released checkpoint download, and textdet never downloads; "
-            "give a checkpoint path (-o model.pretrained=/path/to/model.pth) or false"
+            "model.pretrained: true names no file; give a checkpoint path or URL (MindOCR's model-zoo .ckpt "
+            "URLs work: -o model.pretrained=https://...) or false"
         )
     if pretrained not in (None, False, ""):
         report = load_model_weights(model, pretrained)

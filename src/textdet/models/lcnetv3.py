@@ -59,7 +59,7 @@ class LCNetV3Block(nn.Module):
     def __init__(self, in_ch: int, out_ch: int, kernel: int, stride: int, se: bool) -> None:
         super().__init__()
         self.dw_conv = RepLayer(in_ch, in_ch, kernel, stride, groups=in_ch)
-        self.se = SqueezeExcite(in_ch, "SqueezeExciteV2") if se else nn.Identity()  # Paddle's SELayer
+        self.se = SqueezeExcite(in_ch, reduced=in_ch // 4) if se else nn.Identity()  # Paddle's SELayer
         self.pw_conv = RepLayer(in_ch, out_ch, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,7 @@ class PPLCNetV3(nn.Module):
         widths = [width(blocks[-1][2]) for blocks in NET_CONFIG_DET[1:]]
         self.out_channels = [int(c * scale) for c in DET_OUT_CHANNELS]
         self.layer_list = nn.ModuleList([nn.Conv2d(i, o, 1) for i, o in zip(widths, self.out_channels, strict=True)])
-        if (path := resolve_backbone_weights(pretrained, "PPLCNetV3", filenames=())) is not None:
+        if (path := resolve_backbone_weights(pretrained, "PPLCNetV3", url=None)) is not None:
             load_backbone_weights(self, path, "PPLCNetV3")
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:

@@ -2,18 +2,16 @@
 
 ``features`` is a flat list like mindcv's: stem conv, BN, hard-swish, 15 inverted-residual blocks,
 last 1x1 conv, BN, hard-swish (21 entries). MindOCR takes the outputs of entries [5, 8, 14, 20],
-i.e. strides 4/8/16/32; with ``scale=0.5`` their channels are [16, 24, 56, 480]. The module names
-follow mindcv (``features.3.layers.0.weight``, ``...conv_reduce``), so converting a mindcv
-checkpoint is a rename of BN parameters (gamma/beta/moving_mean/moving_variance).
-
-Known difference: mindcv's depthwise convs use pad_mode="same" (TF-style, extra padding at the
-bottom/right for stride 2); here padding is symmetric (k // 2) like torchvision. Shapes agree, a
-converted checkpoint sees a one-pixel shift at stride-2 layers.
+i.e. strides 4/8/16/32; with ``scale=0.5`` their channels are [16, 24, 56, 480]. Module names and
+arithmetic follow mindcv, so a MindSpore checkpoint maps by renaming BatchNorm parameters: depthwise
+convs pad as MindSpore's ``pad_mode="same"`` (the odd pixel at the bottom/right at stride 2), and
+``SqueezeExciteV2`` is two dense layers with a sigmoid gate.
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -55,22 +53,38 @@ def _act(name: str) -> nn.Module:
 
 
 class SqueezeExcite(nn.Module):
-    """x * hard_sigmoid(conv(relu(conv(mean_hw(x))))).
+    """x * gate(expand(relu(reduce(mean_hw(x))))), as mindcv.
 
-    ``version="SqueezeExcite"`` reduces to channels / 4 rounded to a multiple of 8 (mindcv default);
-    ``"SqueezeExciteV2"`` (MindOCR's mobilenet config) to channels // 4.
+    ``version="SqueezeExcite"``: 1x1 convs to channels / 4 rounded to a multiple of 8 (or ``reduced``),
+    hard-sigmoid gate (mindcv default; PaddleOCR's SELayer with ``reduced=channels // 4``);
+    ``"SqueezeExciteV2"`` (MindOCR's mobilenet config): dense layers to channels // 4, sigmoid gate.
     """
 
-    def __init__(self, channels: int, version: str = "SqueezeExcite") -> None:
+    def __init__(self, channels: int, version: str = "SqueezeExcite", reduced: int | None = None) -> None:
         super().__init__()
-        reduced = channels // 4 if version == "SqueezeExciteV2" else make_divisible(channels / 4, 8)
-        self.conv_reduce = nn.Conv2d(channels, reduced, 1, bias=True)
+        self.dense = version == "SqueezeExciteV2"
+        reduced = reduced or (channels // 4 if self.dense else make_divisible(channels / 4, 8))
+        layer = nn.Linear if self.dense else partial(nn.Conv2d, kernel_size=1)
+        self.conv_reduce = layer(channels, reduced)
         self.act = nn.ReLU()
-        self.conv_expand = nn.Conv2d(reduced, channels, 1, bias=True)
+        self.conv_expand = layer(reduced, channels)
+        self.gate = nn.Sigmoid() if self.dense else nn.Hardsigmoid()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = x.mean(dim=(2, 3), keepdim=True)
-        return x * F.hardsigmoid(self.conv_expand(self.act(self.conv_reduce(s))))
+        s = self.gate(self.conv_expand(self.act(self.conv_reduce(x.mean(dim=(2, 3), keepdim=not self.dense)))))
+        return x * (s[:, :, None, None] if self.dense else s)
+
+
+class SameConv2d(nn.Conv2d):
+    """MindSpore's ``pad_mode="same"`` for sizes divisible by the stride: k - s pixels, the odd one bottom/right."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, padding=0, **kwargs)
+        total = self.kernel_size[0] - self.stride[0]
+        self.same = (total // 2, total - total // 2) * 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(F.pad(x, self.same))
 
 
 class InvertedResidual(nn.Module):
@@ -86,7 +100,7 @@ class InvertedResidual(nn.Module):
         if in_ch != mid_ch or always_expand:  # mindcv skips an expansion that keeps the width, unless told
             layers += [nn.Conv2d(in_ch, mid_ch, 1, bias=False), nn.BatchNorm2d(mid_ch), _act(act)]
         layers += [
-            nn.Conv2d(mid_ch, mid_ch, kernel, stride, kernel // 2, groups=mid_ch, bias=False),
+            SameConv2d(mid_ch, mid_ch, kernel, stride, groups=mid_ch, bias=False),
             nn.BatchNorm2d(mid_ch),
             _act(act),
         ]
@@ -152,8 +166,11 @@ class DetMobileNetV3(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # mindcv's init: normal(0, sqrt(2 / (k*k*out))) for convs, zero bias; BN 1/0.
+        # mindcv's init: normal(0, sqrt(2 / (k*k*out))) for convs, normal(0, 0.01) for dense, zero bias; BN 1/0.
         for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0.0, 0.01)
+                nn.init.zeros_(m.bias)
             if isinstance(m, nn.Conv2d):
                 n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
                 nn.init.normal_(m.weight, 0.0, math.sqrt(2.0 / n))
@@ -185,9 +202,9 @@ def det_mobilenet_v3(
     """MobileNetV3-Large backbone (MindOCR ``det_mobilenet_v3``).
 
     Args:
-        pretrained: None/False: random init; a string: path to a state_dict in this module's layout
-            (``features.*``; classifier keys are ignored). True is an error: no standard file exists
-            for this width, and nothing is downloaded.
+        pretrained: None/False: random init; a path or URL: a state_dict in this module's layout
+            (``features.*``; classifier keys are ignored), or mindcv's MindSpore ``.ckpt``. True is an
+            error, as in MindOCR: no standard file exists for this width.
         scale: width multiplier; default 0.5.
         alpha: MindOCR's name for ``scale`` (give one of the two).
         architecture: only "large".
@@ -205,8 +222,8 @@ def det_mobilenet_v3(
     if scale is not None and alpha is not None and scale != alpha:
         raise ValueError(f"det_mobilenet_v3: scale={scale} and alpha={alpha} disagree; give one of them")
     width = scale if scale is not None else alpha if alpha is not None else 0.5
-    path = resolve_backbone_weights(pretrained, "det_mobilenet_v3", filenames=())
+    path = resolve_backbone_weights(pretrained, "det_mobilenet_v3", url=None)
     model = DetMobileNetV3(scale=width, out_stages=tuple(out_stages), in_channels=in_channels, **params)
     if path is not None:
-        load_backbone_weights(model, path, "det_mobilenet_v3", ignore_prefixes=("classifier.", "pool."))
+        load_backbone_weights(model, path, "det_mobilenet_v3", ignore_prefixes=("classifier.",))
     return model

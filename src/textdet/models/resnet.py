@@ -85,7 +85,9 @@ class DetResNet(nn.Module):
         self.conv1 = nn.Conv2d(in_channels, width, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        # MindSpore's pad_mode="same" (as mindcv/MindOCR): for even sizes one pixel at the bottom/right only
+        # (torchvision pads one on every side). Zero padding equals -inf here: the input is post-ReLU.
+        self.maxpool = nn.Sequential(nn.ZeroPad2d((0, 1, 0, 1)), nn.MaxPool2d(3, 2))
         self.layer1 = self._make_layer(block, width, layers[0], 1)
         self.layer2 = self._make_layer(block, width * 2, layers[1], 2)
         self.layer3 = self._make_layer(block, width * 4, layers[2], 2)
@@ -122,19 +124,19 @@ class DetResNet(nn.Module):
         return [c2, c3, c4, c5]
 
 
-# torchvision's file names in the hub cache: (preferred names, fallback glob)
-TORCHVISION_FILES: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "det_resnet18": (("resnet18-f37072fd.pth",), None),
-    "det_resnet34": (("resnet34-b627a593.pth",), None),
-    "det_resnet50": (("resnet50-0676ba61.pth", "resnet50-11ad3fa6.pth"), "resnet50-*.pth"),
+# torchvision's ImageNet files for pretrained=True (the sha256 prefix in the name is checked on download),
+# and a glob also accepted from the hub cache (ResNet-50's V2 weights, resnet50-11ad3fa6.pth).
+TORCHVISION_URLS: dict[str, tuple[str, str | None]] = {
+    "det_resnet18": ("https://download.pytorch.org/models/resnet18-f37072fd.pth", None),
+    "det_resnet34": ("https://download.pytorch.org/models/resnet34-b627a593.pth", None),
+    "det_resnet50": ("https://download.pytorch.org/models/resnet50-0676ba61.pth", "resnet50-*.pth"),
 }
 
 
 def _build(arch: str, block: type, layers: tuple[int, int, int, int], pretrained: bool | str | None, width: int,
            in_channels: int) -> DetResNet:
     # Resolve the file first so that a missing file fails before the network is built.
-    filenames, pattern = TORCHVISION_FILES[arch]
-    path = resolve_backbone_weights(pretrained, arch, filenames, pattern)
+    path = resolve_backbone_weights(pretrained, arch, *TORCHVISION_URLS[arch])
     model = DetResNet(block, layers, width=width, in_channels=in_channels)
     if path is not None:
         load_backbone_weights(model, path, arch)
@@ -146,7 +148,8 @@ def det_resnet18(pretrained: bool | str | None = None, width: int = 64, in_chann
 
     Args:
         pretrained: None/False: random init; True: torchvision's ``resnet18-f37072fd.pth`` from the
-            torch hub cache; a string: a path to a torchvision-layout state_dict. Never downloads.
+            torch hub cache (downloaded there if missing); a string: a path or URL to a torchvision-layout
+            state_dict or a mindcv MindSpore ``.ckpt``.
         width: base channels (64 = ImageNet ResNet; smaller values for tests).
         in_channels: image channels.
     """
@@ -162,7 +165,7 @@ def det_resnet34(pretrained: bool | str | None = None, width: int = 64, in_chann
 def det_resnet50(pretrained: bool | str | None = None, width: int = 64, in_channels: int = 3) -> DetResNet:
     """ResNet-50 (v1.5) backbone, out_channels ``[4w, 8w, 16w, 32w]`` = [256, 512, 1024, 2048].
 
-    ``pretrained=True`` takes ``resnet50-0676ba61.pth`` (torchvision V1 weights), else
-    ``resnet50-11ad3fa6.pth`` (V2), else any ``resnet50-*.pth`` in the hub cache.
+    ``pretrained=True`` takes ``resnet50-0676ba61.pth`` (torchvision V1 weights) from the hub cache, else
+    any other ``resnet50-*.pth`` there (e.g. V2), else downloads the V1 file.
     """
     return _build("det_resnet50", Bottleneck, (3, 4, 6, 3), pretrained, width, in_channels)

@@ -1,15 +1,17 @@
-"""Finding and loading weights: ImageNet backbones from the torch hub cache, whole-model checkpoints.
+"""Finding and loading weights: ImageNet backbones, whole-model checkpoints, MindSpore ``.ckpt`` files.
 
-Nothing here downloads. ``pretrained=True`` means "the torchvision file is already in the torch hub
-cache" (``torch.hub.get_dir()/checkpoints``, which honours ``$TORCH_HOME``); a string is a path.
+``pretrained=True`` takes torchvision's ImageNet file from the torch hub cache
+(``torch.hub.get_dir()/checkpoints``, which honours ``$TORCH_HOME``), downloading it there first if
+needed; a URL is downloaded the same way (``textdet.hub``); a string is a path. MindSpore checkpoints
+(MindOCR, mindcv) are read without MindSpore and renamed to our parameter names.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pickle
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,88 +19,68 @@ import torch
 from torch import nn
 
 from textdet.errors import ConfigError
+from textdet.hub import download, hub_checkpoint_dir, is_url, safe_load
+from textdet.models.ms_ckpt import is_ms_checkpoint, mindspore_to_torch_names, read_ms_checkpoint
 
 logger = logging.getLogger(__name__)
 
 _ESCAPE = "-o model.backbone.pretrained=false"
 # Prefixes that wrappers add to parameter names: DistributedDataParallel and torch.compile.
-_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+_WRAPPERS = re.compile(r"^((module|_orig_mod)\.)+")
 
 
-def hub_checkpoint_dir() -> Path:
-    """The folder torchvision downloads into: ``torch.hub.get_dir()/checkpoints`` (follows $TORCH_HOME)."""
-    return Path(torch.hub.get_dir()) / "checkpoints"
+def weights_file(value: str | os.PathLike, what: str, escape: str) -> Path:
+    """A local weights file from a path or an http(s) URL (downloaded into the hub cache)."""
+    if is_url(value):
+        return download(str(value), what, escape)
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{what}: weights file {str(path)!r} does not exist; fix the path or use {escape}")
+    return path
 
 
 def resolve_backbone_weights(
-    pretrained: bool | str | os.PathLike | None, arch: str, filenames: Sequence[str], pattern: str | None = None
+    pretrained: bool | str | os.PathLike | None, arch: str, url: str | None, pattern: str | None = None
 ) -> Path | None:
-    """Turn a backbone's ``pretrained`` argument into a file path, or None for random init.
+    """A backbone's ``pretrained`` (False/None, True, a path or a URL) as a file path, or None for random init.
 
-    Args:
-        pretrained: False/None (no weights), True (look in the torch hub cache) or a path.
-        arch: backbone name, for messages (e.g. ``det_resnet50``).
-        filenames: torchvision file names accepted in the hub cache, in order of preference.
-        pattern: a glob accepted as a fallback in the hub cache (e.g. ``resnet50-*.pth``).
-
-    Raises:
-        ConfigError: the file is not there; the message names the file(s), the folder and the way out.
+    True takes ``url`` (torchvision's ImageNet file) from the hub cache, else any file matching
+    ``pattern`` there, else downloads it. Errors (ConfigError) name the file, the folder and the way out.
     """
     if pretrained is None or pretrained is False:
         return None
+    what = f"model.backbone.pretrained ({arch})"
     if pretrained is True:
-        folder = hub_checkpoint_dir()
-        for name in filenames:
-            if (folder / name).is_file():
-                return folder / name
-        matches = sorted(folder.glob(pattern)) if pattern else []
-        if matches:
+        if url is None:
+            raise ConfigError(
+                f"{what}: pretrained=True has no known ImageNet file; give the weights as a path or URL "
+                f"(-o model.backbone.pretrained=...) or train from scratch with {_ESCAPE}"
+            )
+        matches = sorted(hub_checkpoint_dir().glob(pattern)) if pattern else []
+        if not (hub_checkpoint_dir() / os.path.basename(url)).is_file() and matches:
             return matches[0]
-        if not filenames:
-            raise ConfigError(
-                f"{arch}: pretrained=True has no known ImageNet file; give the weights as a path "
-                f"(-o model.backbone.pretrained=/path/to/weights.pth) or train from scratch with {_ESCAPE}"
-            )
-        wanted = " or ".join(filenames) + (f" (or any {pattern})" if pattern else "")
-        raise ConfigError(
-            f"{arch}: pretrained=True needs the torchvision ImageNet weights {wanted} in {folder} "
-            f"(torch.hub.get_dir()/checkpoints; set $TORCH_HOME to move it). textdet never downloads: copy the "
-            f"file there, give a path with -o model.backbone.pretrained=/path/to/file.pth, or train from scratch "
-            f"with {_ESCAPE}"
-        )
-    if isinstance(pretrained, str) and pretrained.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"{arch}: pretrained is a URL ({pretrained}); textdet never downloads. Fetch a PyTorch state_dict "
-            f"yourself (MindSpore .ckpt files need converting) and give its path, or train from scratch with {_ESCAPE}"
-        )
+        return download(url, what, _ESCAPE)
     if isinstance(pretrained, (str, os.PathLike)):
-        path = Path(pretrained).expanduser()
-        if not path.is_file():
-            raise ConfigError(
-                f"{arch}: pretrained weights file {str(path)!r} does not exist; fix the path or train from "
-                f"scratch with {_ESCAPE}"
-            )
-        return path
-    raise ConfigError(f"{arch}: pretrained must be true, false or a file path, got {pretrained!r}")
+        return weights_file(pretrained, what, _ESCAPE)
+    raise ConfigError(f"{what}: pretrained must be true, false, a file path or a URL, got {pretrained!r}")
 
 
-def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Read a state_dict from a plain state_dict file or a checkpoint dict with a "model" / "state_dict" key.
+def read_state_dict(path: str | os.PathLike, what: str = "weights") -> dict[str, torch.Tensor]:
+    """Tensors by our parameter names, from a state_dict, a ``{"model"/"state_dict": ...}`` checkpoint or a
+    MindSpore ``.ckpt`` (renamed, optimizer state left out). Loads with ``weights_only=True``.
 
     Wrapper prefixes (``module.`` from DDP, ``_orig_mod.`` from torch.compile) are stripped.
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"weights file {str(path)!r} does not exist")
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        # Our own training checkpoints may carry non-tensor objects (config, RNG states) that the safe
-        # unpickler rejects; the user pointed at this file, so fall back to the full unpickler, loudly.
-        logger.warning("%s holds more than tensors; loading it with weights_only=False (trusting the file)", path)
-        obj = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # a truncated or foreign file: say which one
-        raise ConfigError(f"cannot read weights file {str(path)!r}: {exc}") from exc
+        raise ConfigError(f"{what}: weights file {str(path)!r} does not exist")
+    if is_ms_checkpoint(path):
+        obj, training = mindspore_to_torch_names(read_ms_checkpoint(path)[0])
+        if training:
+            logger.info("%s: %s: left out %d optimizer/training entries (e.g. %s)", what, path, len(training),
+                        training[:3])
+    else:
+        obj = safe_load(path, what)
     if isinstance(obj, Mapping):
         for key in ("model", "state_dict"):
             if isinstance(obj.get(key), Mapping):
@@ -106,24 +88,14 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
                 break
     if not isinstance(obj, Mapping) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise ConfigError(
-            f"weights file {str(path)!r} is not a state_dict (nor a dict with a 'model' state_dict); "
+            f"{what}: {str(path)!r} is not a state_dict (nor a dict with a 'model' state_dict); "
             f"got {type(obj).__name__}"
         )
-    return {_strip_prefixes(k): v for k, v in obj.items()}
-
-
-def _strip_prefixes(key: str) -> str:
-    stripped = True
-    while stripped:
-        stripped = False
-        for prefix in _WRAPPER_PREFIXES:
-            if key.startswith(prefix):
-                key, stripped = key[len(prefix) :], True
-    return key
+    return {_WRAPPERS.sub("", k): v for k, v in obj.items()}
 
 
 def load_backbone_weights(
-    module: nn.Module, path: str | os.PathLike, arch: str, ignore_prefixes: tuple[str, ...] = ("fc.",)
+    module: nn.Module, path: str | os.PathLike, arch: str, ignore_prefixes: tuple[str, ...] = ("fc.", "classifier.")
 ) -> None:
     """Load ImageNet weights into a backbone; every backbone tensor must be in the file with its shape.
 
@@ -132,7 +104,7 @@ def load_backbone_weights(
     Raises:
         ConfigError: a shape differs (naming the key) or backbone tensors are missing from the file.
     """
-    state = {k: v for k, v in read_state_dict(path).items() if not k.startswith(ignore_prefixes)}
+    state = {k: v for k, v in read_state_dict(path, f"{arch} weights").items() if not k.startswith(ignore_prefixes)}
     own = module.state_dict()
     for key, value in state.items():
         if key in own and own[key].shape != value.shape:
@@ -145,7 +117,7 @@ def load_backbone_weights(
     if missing:
         raise ConfigError(
             f"{arch}: {path} lacks {len(missing)} of the backbone's tensors (e.g. {', '.join(missing[:4])}); "
-            f"is it a torchvision {arch.removeprefix('det_')} checkpoint? Train from scratch with {_ESCAPE}"
+            f"is it a torchvision/mindcv {arch.removeprefix('det_')} checkpoint? Train from scratch with {_ESCAPE}"
         )
     unexpected = [k for k in state if k not in own]
     if unexpected:
@@ -175,14 +147,15 @@ class LoadReport:
         return "\n".join(lines)
 
 
-def load_model_weights(model: nn.Module, path: str | os.PathLike) -> LoadReport:
-    """Non-strict load of a whole-model checkpoint (MindOCR's ``model.pretrained``).
+def load_model_weights(model: nn.Module, path: str | os.PathLike, what: str = "model.pretrained") -> LoadReport:
+    """Non-strict load of a whole-model checkpoint (MindOCR's ``model.pretrained``): path or URL.
 
-    Accepts a plain state_dict or ``{"model": state_dict, ...}``; strips ``module.``. Tensors whose
-    shape differs from the model's are dropped with a warning; the report lists missing and
-    unexpected keys.
+    Accepts a plain state_dict, ``{"model": state_dict, ...}`` or a MindSpore ``.ckpt``; strips ``module.``.
+    Tensors whose shape differs from the model's are dropped with a warning; the report lists missing
+    and unexpected keys.
     """
-    state = read_state_dict(path)
+    path = weights_file(path, what, f"-o {what}=false")
+    state = read_state_dict(path, what)
     own = model.state_dict()
     report = LoadReport(path=str(path))
     usable = {}

@@ -1,0 +1,135 @@
+"""Weights files coming in: downloads into the torch hub cache, and unpickling that runs no code.
+
+Downloads follow torchvision: the file goes to ``torch.hub.get_dir()/checkpoints`` (``$TORCH_HOME``)
+under its URL's base name, a name ending in ``-<hex>.ext`` is checked against the file's sha256
+prefix, and the file only appears there complete (temp file + rename). ``TEXTDET_OFFLINE=1`` never
+touches the network. Under torchrun, local rank 0 downloads while the other ranks wait for the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import pickle
+import re
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+
+from textdet.errors import ConfigError
+
+try:
+    from numpy._core.multiarray import _reconstruct
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import _reconstruct
+
+OFFLINE_ENV = "TEXTDET_OFFLINE"
+TIMEOUT_S = 10.0  # connect and per-read timeout: no network fails in seconds, not minutes
+RANK_WAIT_S = 3600.0  # how long ranks > 0 wait for local rank 0's download
+_HASH = re.compile(r"-([0-9a-f]{8,64})\.[A-Za-z0-9]+$")
+# Numpy arrays (the numpy RNG state in our resume checkpoints) rebuilt without running arbitrary code.
+_NUMPY_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct]
+
+
+def is_url(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(("http://", "https://"))
+
+
+def hub_checkpoint_dir() -> Path:
+    """The folder torchvision downloads into: ``torch.hub.get_dir()/checkpoints`` (follows $TORCH_HOME)."""
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+def download(url: str, what: str, escape: str, folder: str | os.PathLike | None = None,
+             timeout: float = TIMEOUT_S, progress: bool | None = None) -> Path:
+    """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed.
+
+    ``what`` (the config key it came from) and ``escape`` (how to do without the file) go into messages;
+    ``timeout`` bounds the connect and each read; ``progress`` defaults to "stderr is a terminal".
+
+    Raises:
+        ConfigError: offline, unreachable, truncated or hash mismatch; the message names the file,
+            the folder, how to copy the file by hand and ``escape``. Nothing partial stays in the cache.
+    """
+    folder = Path(folder) if folder is not None else hub_checkpoint_dir()
+    dest = folder / os.path.basename(urlparse(url).path)
+    if dest.is_file():
+        return dest
+    by_hand = (f"copy the file there by hand (e.g. curl -L {url} -o {dest}), give a local path in {what}, "
+               f"or do without it: {escape}")
+    if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
+        raise ConfigError(f"{what}: {dest.name} is not in {folder} and {OFFLINE_ENV} is set; {by_hand}")
+    if int(os.environ.get("LOCAL_RANK", "0")) > 0:  # torchrun: local rank 0 downloads, the others wait
+        deadline = time.monotonic() + RANK_WAIT_S
+        while not dest.is_file():
+            if time.monotonic() > deadline:
+                raise ConfigError(f"{what}: waited {RANK_WAIT_S:.0f} s for local rank 0 to download {dest}")
+            time.sleep(0.5)
+        return dest
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            digest = _transfer(url, f, timeout, sys.stderr.isatty() if progress is None else progress)
+        match = _HASH.search(dest.name)
+        if match and not digest.startswith(match.group(1)):
+            raise ConfigError(
+                f"{what}: {url} does not match the sha256 prefix in its name ({match.group(1)}, got "
+                f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a changed file? "
+                f"{by_hand}"
+            )
+        os.replace(tmp, dest)
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
+        raise ConfigError(f"{what}: cannot download {url} to {folder} ({exc}); {by_hand}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return dest
+
+
+def _transfer(url: str, out: Any, timeout: float, progress: bool) -> str:
+    """Stream ``url`` into ``out``; returns the sha256 hex digest. A short body raises ValueError."""
+    from tqdm import tqdm
+
+    sha = hashlib.sha256()
+    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (http(s) only, checked by is_url)
+        size = int(resp.headers.get("Content-Length") or 0) or None
+        done = 0
+        with tqdm(total=size, unit="B", unit_scale=True, desc=os.path.basename(url), disable=not progress) as bar:
+            while chunk := resp.read(1 << 16):
+                out.write(chunk)
+                sha.update(chunk)
+                done += len(chunk)
+                bar.update(len(chunk))
+    if size is not None and done != size:
+        raise ValueError(f"transfer cut short: {done} of {size} bytes")
+    return sha.hexdigest()
+
+
+def safe_load(path: str | os.PathLike, what: str) -> Any:
+    """``torch.load(weights_only=True)``: tensors, containers, numbers and numpy arrays, never code.
+
+    Raises:
+        ConfigError: the file needs arbitrary pickled objects (refused: loading it could run code), or
+            cannot be read at all; the message names the file and ``what`` it came from.
+    """
+    try:
+        with torch.serialization.safe_globals(_NUMPY_GLOBALS):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ConfigError(
+            f"{what}: {path} holds pickled Python objects beyond tensors and plain data ({str(exc).splitlines()[0]}). "
+            f"textdet loads weights with torch.load(weights_only=True) because unpickling other objects can run "
+            f"code from the file. If you trust it, re-save only its state_dict: "
+            f"torch.save(torch.load(PATH, weights_only=False)['model'], 'clean.pth')"
+        ) from None
+    except Exception as exc:  # truncated or foreign file
+        raise ConfigError(f"{what}: cannot read {path}: {exc}") from None
