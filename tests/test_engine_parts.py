@@ -16,7 +16,7 @@ from textdet.engine.checkpoint import EpochCheckpoints, atomic_save, load_checkp
 from textdet.engine.ema import ModelEMA
 from textdet.engine.optim import build_optimizer, param_groups
 from textdet.engine.schedule import LRSchedule
-from textdet.errors import ConfigError
+from textdet.errors import ConfigError, TextdetError
 
 
 def test_polynomial_with_warmup_matches_hand_values():
@@ -107,7 +107,7 @@ def test_atomic_save_leaves_no_partial_file(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(TextdetError, match="could not write checkpoint .*: disk full; the previous one is intact"):
         atomic_save({"a": 2}, path)
     assert load_checkpoint(path, "x") == {"a": 1}
     assert sorted(os.listdir(tmp_path)) == ["best.ckpt"]

@@ -102,7 +102,7 @@ def test_consecutive_bad_steps_stop_with_last_good_checkpoint_intact(synth_root,
         t.fit()
     msg = str(err.value)
     assert "epoch 2 step 3: 3 optimizer steps in a row had a non-finite loss" in msg
-    assert "train.max_bad_steps=3" in msg and "train_resume.ckpt (epoch 1)" in msg and "clip_grad" in msg
+    assert "train.max_bad_steps=3" in msg and "the last good checkpoint is " in msg and "clip_grad" in msg
     assert len(digests) == 1  # epoch 1 saved, nothing after
     data = open(os.path.join(run, "train_resume.ckpt"), "rb").read()
     assert hashlib.sha256(data).hexdigest() == digests[0]

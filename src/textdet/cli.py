@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                    help="torch.compile: auto = when system.mode is 0 on CUDA")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--overwrite", action="store_true", help="replace another run's files in train.ckpt_save_dir")
 
     p = sub.add_parser("eval", help="evaluate a checkpoint (or an ONNX model) on the config's eval set")
     _add_config_args(p)
@@ -190,6 +191,7 @@ def preflight(cfg) -> None:
 
     They run before ``import torch`` (1.5-2 s), so the common mistakes fail in well under 2 s.
     """
+    from textdet.config.components import MODEL_PART_NAMES, lookup
     from textdet.config.loader import located
     from textdet.data.labels import check_dataset_paths
     from textdet.data.pipeline import build_transforms
@@ -198,6 +200,11 @@ def preflight(cfg) -> None:
 
     splits = [s for s in (("train", "eval") if cfg.system.val_while_train else ("train",))
               if getattr(cfg, s).dataset.transform_pipeline]
+    for part, names in MODEL_PART_NAMES.items():
+        name = (getattr(cfg.model, part) or {}).get("name")
+        if name is not None:
+            with located(cfg, f"model.{part}.name"):
+                lookup(dict.fromkeys(names), name, f"model.{part}.name", part)
     for split in splits:  # the config's own mistakes first, then the file system's
         with located(cfg, f"{split}.dataset.transform_pipeline"):
             build_transforms(getattr(cfg, split).dataset.transform_pipeline)
@@ -225,7 +232,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     startup.mark("imports")
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
-                      startup=startup, dry_run=args.dry_run)
+                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite)
     if args.dry_run:
         from textdet.engine.report import banner
 

@@ -25,6 +25,15 @@ _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# The model part names of models/dbnet.py's tables, readable without torch: `textdet train` checks them
+# before the 2 s torch import (a test keeps the two in step).
+MODEL_PART_NAMES: dict[str, tuple[str, ...]] = {
+    "backbone": ("det_resnet18", "det_resnet34", "det_resnet50", "det_mobilenet_v3", "PPLCNetV3"),
+    "neck": ("DBFPN", "RSEFPN"),
+    "head": ("DBHead",),
+}
+
+
 def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
     """``table[name]`` or a ConfigError listing the valid names and the closest one."""
     if name in table:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import logging
 import os
 import types
 import typing
@@ -268,9 +269,23 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
     for path in positive:
         if get_key(cfg, path) < 1:
             raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 1, got {get_key(cfg, path)}")
+    if log_level(cfg.system.log_level) is None:
+        raise ConfigError(f"{meta.where('system.log_level')}: 'system.log_level' must be a logging level such as "
+                          f"logging.INFO or WARNING, got {cfg.system.log_level!r}")
+    interval = cfg.train.ckpt_interval_steps
+    if interval not in ("auto", "off", False) and (type(interval) is not int or interval < 0):
+        raise ConfigError(f"{meta.where('train.ckpt_interval_steps')}: 'train.ckpt_interval_steps' must be a step "
+                          f"count >= 0, 'auto' (every 10 minutes) or 'off', got {interval!r}")
     for path in ("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep"):
         if get_key(cfg, path) < 0:
             raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 0, got {get_key(cfg, path)}")
+
+
+def log_level(value: str) -> int | None:
+    """MindOCR's ``system.log_level`` ("logging.INFO", "INFO", 20) as a number, or None when unknown."""
+    name = str(value).removeprefix("logging.").upper()
+    level = int(name) if name.isdigit() else logging.getLevelName(name)
+    return level if isinstance(level, int) else None
 
 
 @contextlib.contextmanager

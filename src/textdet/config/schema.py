@@ -116,6 +116,8 @@ class LoaderConfig:
 @dataclass
 class TrainConfig:
     ckpt_save_dir: str = "./tmp_det"
+    # textdet: train_resume.ckpt every N optimizer steps mid-epoch; auto = every 10 minutes; 0/off = epoch ends
+    ckpt_interval_steps: int | bool | str = "auto"
     dataset_sink_mode: bool = False
     gradient_accumulation_steps: int = 1
     clip_grad: bool = False
@@ -185,4 +187,7 @@ IGNORED_KEYS: dict[str, str] = {
     "*.loader.max_rowsize": "MindSpore shared-memory row size; PyTorch sizes shared memory itself",
     "train.dataset.shuffle": "shuffling is train.loader.shuffle",
     "eval.dataset.shuffle": "evaluation order does not change the metric",
+    "eval.dataset_sink_mode": "evaluation feeds batches to the device the same way in either mode",
+    "predict.output_save_dir": "`textdet predict` writes to its --out folder",
+    "predict.loader": "`textdet predict` batches images itself (--batch-size)",
 }

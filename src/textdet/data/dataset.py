@@ -132,14 +132,15 @@ class EpochSampler(Sampler):
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
         self.n, self.shuffle, self.seed = n, shuffle, seed
         self.rank, self.world_size, self.pad = rank, world_size, pad
-        self.epoch = 0
+        self.epoch = self.skip = 0
         self.per_rank = math.ceil(n / world_size) if pad else len(range(rank, n, world_size))
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """``skip``: samples of this epoch already trained (a mid-epoch resume continues after them)."""
+        self.epoch, self.skip = epoch, skip
 
     def __len__(self) -> int:
-        return self.per_rank
+        return self.per_rank - self.skip
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         if self.shuffle:
@@ -149,7 +150,7 @@ class EpochSampler(Sampler):
         total = math.ceil(self.n / self.world_size) * self.world_size if self.pad else self.n
         if total > self.n:  # pad by wrapping so every rank gets the same number of samples
             order = np.concatenate([order, order[: total - self.n]])
-        for i in order[self.rank : total : self.world_size]:
+        for i in order[self.rank : total : self.world_size][self.skip :]:
             yield (self.epoch, int(i))
 
 

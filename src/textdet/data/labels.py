@@ -89,9 +89,33 @@ def _check_annotation(ann: object) -> tuple[dict | None, str | None, str | None]
         return None, f"non-numeric coordinate in {json.dumps(pts)[:80]}", None
     if not all(math.isfinite(v) for p in pts for v in p):
         return None, "NaN or infinite coordinate", None
+    unique = [p for i, p in enumerate(pts) if p != pts[i - 1]] or pts[:1]  # consecutive repeats (cyclic)
+    if len(unique) < len(pts):
+        repair = f"{len(pts) - len(unique)} repeated point(s) removed"
+        if len(unique) < 3:
+            return None, f"a polygon needs at least 3 distinct points, got {len(unique)}", None
+        pts = unique
+    crossing = " (self-intersecting)" if _self_intersects(np.asarray(pts, dtype=np.float64)) else ""
     if polygon_area(np.asarray(pts, dtype=np.float64)) < _MIN_AREA:
-        return None, f"zero-area polygon {json.dumps(pts)[:80]}", None
+        return None, f"zero-area{crossing} polygon {json.dumps(pts)[:80]}", None
+    if crossing:  # MindOCR trains on these (some ICDAR quads are drawn in a crossed order): kept
+        repair = f"self-intersecting polygon {json.dumps(pts)[:80]} kept as written"
     return {"transcription": text, "points": [[p[0], p[1]] for p in pts]}, None, repair
+
+
+def _self_intersects(p: np.ndarray) -> bool:
+    """Do two non-adjacent edges of the closed polygon ``p`` (N, 2) properly cross?"""
+    n = len(p)
+
+    def side(a, b, c) -> float:
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    for i in range(n):
+        for j in range(i + 2, n - (i == 0)):
+            a, b, c, d = p[i], p[(i + 1) % n], p[j], p[(j + 1) % n]
+            if side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0:
+                return True
+    return False
 
 
 def _split_line(line: str) -> tuple[str, object] | str:
@@ -135,6 +159,9 @@ def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRec
     path, anns = split
     if not path:
         return None, [Problem(label_file, line_no, "empty image path", "error")]
+    if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == "..":
+        msg = f"image path {path!r} leaves the data folder; write it relative to data_dir"
+        return None, [Problem(label_file, line_no, msg, "error")]
     if not isinstance(anns, list):
         msg = f"annotations must be a JSON list of objects, got {type(anns).__name__}"
         return None, [Problem(label_file, line_no, msg, "error")]

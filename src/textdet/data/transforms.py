@@ -237,7 +237,7 @@ class DetLabelEncode:
             sample["polys"] = fast
             sample["texts"] = texts
             sample["ignore_tags"] = np.array([t in IGNORE_TEXTS for t in texts], dtype=bool)
-            return sample
+            return self._warn_outside(sample)
         polys, texts, tags = [], [], []
         for i, entry in enumerate(entries):
             text = str(entry.get("transcription", ""))
@@ -251,6 +251,15 @@ class DetLabelEncode:
         sample["polys"] = polys
         sample["texts"] = texts
         sample["ignore_tags"] = np.array(tags, dtype=bool)
+        return self._warn_outside(sample)
+
+    def _warn_outside(self, sample: Sample) -> Sample:
+        """A polygon entirely off the decoded image is a labelling mistake (kept: later steps drop it)."""
+        h, w = sample["image"].shape[:2] if "image" in sample else (math.inf, math.inf)
+        for i, p in enumerate(sample["polys"]):
+            if p[:, 0].min() >= w or p[:, 1].min() >= h or p[:, 0].max() < 0 or p[:, 1].max() < 0:
+                warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image",
+                              stacklevel=2)
         return sample
 
     def __repr__(self) -> str:
@@ -465,7 +474,8 @@ class DetResize:
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
                  limit_type: str | None = "min", limit_side_len: int = 736, force_divisable: bool = True,
-                 divisor: int = 32, interpolation: int = cv2.INTER_LINEAR, rounding: str = "up") -> None:
+                 divisor: int = 32, interpolation: int = cv2.INTER_LINEAR, rounding: str = "up",
+                 max_side_limit: int = 4000) -> None:
         if rounding not in ("up", "nearest"):
             raise ValueError(f"rounding must be 'up' or 'nearest', got {rounding!r}")
         self.rounding = rounding
@@ -486,7 +496,7 @@ class DetResize:
             raise ValueError("limit_type none needs target_size or force_divisable=True")
         self.keep_ratio, self.padding = bool(keep_ratio), bool(padding)
         self.limit_side_len, self.force_divisable, self.divisor = limit_side_len, bool(force_divisable), divisor
-        self.interpolation = interpolation
+        self.interpolation, self.max_side_limit = interpolation, max_side_limit
 
     def output_size(self, h: int, w: int) -> tuple[int, int, bool]:
         """Return (resize_h, resize_w, pad_to_target) for an (h, w) image."""
@@ -505,6 +515,11 @@ class DetResize:
             rh, rw = self.target_size
         else:
             rh, rw = h, w
+        if max(rh, rw) > self.max_side_limit:  # textdet: a 12000x9000 photo with limit_type none never OOMs
+            warnings.warn(f"DetResize: a {h}x{w} image would be resized to {rh}x{rw}; downscaled to fit "
+                          f"max_side_limit={self.max_side_limit} (set limit_type max to choose the size)", stacklevel=2)
+            f = self.max_side_limit / max(rh, rw)
+            rh, rw, scale = max(int(rh * f), 1), max(int(rw * f), 1), scale * f
         pad = allow_pad and self.padding
         if self.force_divisable and not pad and self.rounding == "nearest":  # PaddleOCR: int(), then round
             d = self.divisor
@@ -538,4 +553,4 @@ class DetResize:
         return _repr(self, target_size=self.target_size, keep_ratio=self.keep_ratio, padding=self.padding,
                      limit_type=self.limit_type, limit_side_len=self.limit_side_len,
                      force_divisable=self.force_divisable, divisor=self.divisor, interpolation=self.interpolation,
-                     rounding=self.rounding)
+                     rounding=self.rounding, max_side_limit=self.max_side_limit)

@@ -20,20 +20,38 @@ from textdet.hub import safe_load
 
 
 def atomic_save(obj: Any, path: str) -> None:
-    """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".ckpt", dir=folder)
+    """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``.
+
+    A failed write (full disk, read-only folder) leaves the previous file as it was and says so.
+    """
+    folder, tmp = os.path.dirname(os.path.abspath(path)), None
     try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".ckpt", dir=folder)
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp and os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, OSError):
+            kept = "the previous one is intact" if os.path.exists(path) else "there was none before"
+            raise TextdetError(f"could not write checkpoint {path}: {e.strerror or e}; {kept}. Free space or make "
+                               "the folder writable, then resume (-o model.resume=True)") from None
         raise
+
+
+def resume_due(interval: int | str, step: int, since_save_s: float) -> bool:
+    """Mid-epoch ``train_resume.ckpt`` due? ``train.ckpt_interval_steps``: N optimizer steps, 0/off never,
+    auto = every ``AUTO_INTERVAL_S`` seconds (so only epochs longer than that get mid-epoch checkpoints)."""
+    if interval == "auto":
+        return since_save_s >= AUTO_INTERVAL_S
+    return interval not in (0, "off", False, None) and step % int(interval) == 0
+
+
+AUTO_INTERVAL_S = 600.0
 
 
 def load_checkpoint(path: str, what: str) -> dict:

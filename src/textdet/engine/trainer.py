@@ -12,7 +12,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -20,6 +19,7 @@ from torch import nn
 
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
+from textdet.config.loader import log_level
 from textdet.device import is_accelerator, pick_device, synchronize
 from textdet.engine import build, distributed
 from textdet.engine.amp import LossScaler, amp_settings
@@ -28,15 +28,17 @@ from textdet.engine.checkpoint import (
     atomic_save,
     load_checkpoint,
     model_state,
+    resume_due,
     rng_state,
     set_rng_state,
 )
 from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
-from textdet.engine.logs import MetricsWriter, setup_logging
+from textdet.engine.logs import EpochStats, MetricsWriter, setup_logging
 from textdet.engine.optim import build_optimizer
 from textdet.engine.report import banner, throughput_verdict
+from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache
 from textdet.errors import ConfigError, TextdetError
@@ -57,36 +59,6 @@ def seed_everything(seed: int, rank: int) -> None:
     torch.manual_seed(seed + rank)
 
 
-@dataclass
-class EpochStats:
-    """Sums over an epoch (or a log window); loss terms stay on the device until read."""
-
-    steps: int = 0
-    bad: int = 0  # micro-batches of skipped (non-finite) optimizer steps: not in the loss means
-    images: int = 0
-    wait: float = 0.0
-    start: float = field(default_factory=time.perf_counter)
-    terms: dict[str, torch.Tensor] = field(default_factory=dict)
-
-    def add(self, losses: dict[str, torch.Tensor], n_images: int, wait: float, bad: bool = False) -> None:
-        self.steps += 1
-        self.bad += bad
-        self.images += n_images
-        self.wait += wait
-        for k, v in losses.items() if not bad else ():
-            v = v.detach()
-            self.terms[k] = self.terms[k] + v if k in self.terms else v.clone()
-
-    def summary(self) -> dict[str, float]:
-        elapsed = time.perf_counter() - self.start
-        out = {k: float(v) / max(self.steps - self.bad, 1) for k, v in self.terms.items()}
-        out.update(time=elapsed, step_ms=1000 * elapsed / max(self.steps, 1),
-                   img_per_s=self.images / max(elapsed, 1e-9), data_wait_s=self.wait,
-                   data_wait_share=self.wait / max(elapsed, 1e-9),
-                   compute_s=max(elapsed - self.wait, 0.0))
-        return out
-
-
 class Trainer:
     """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
 
@@ -96,28 +68,35 @@ class Trainer:
         compile: "auto" (compile when system.mode is 0 on CUDA), "on" or "off".
         progress: show tqdm bars (None: when stdout is a TTY).
         startup: the timer started at process launch (the CLI passes it in).
+        overwrite: a fresh run may replace another run's files in ``train.ckpt_save_dir``.
     """
 
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
-                 startup: StartupTimer | None = None, dry_run: bool = False):
+                 startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False):
         self.cfg, self.dry_run = cfg, dry_run
         self.startup = startup or StartupTimer()
         self.device = pick_device(device)
         self.dist = distributed.init_distributed(cfg.system.distribute, self.device.type)
         self.run_dir = cfg.train.ckpt_save_dir
         self.main = distributed.is_main()
-        setup_logging(None if dry_run else self.run_dir, self.main)
+        resume_path = self._resume_path()
+        if self.main and not dry_run:
+            prepare_run_dir(self.run_dir, resume_path is not None, overwrite)
+        setup_logging(None if dry_run else self.run_dir, self.main, log_level(cfg.system.log_level))
+        if cfg.model.resume and resume_path is None:
+            logger.info("model.resume: no checkpoint in %s, starting fresh", self.run_dir)
         self.progress = sys.stdout.isatty() if progress is None else progress
         seed_everything(cfg.system.seed, self.dist.rank)
         for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
             logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("device + checks setup")
-        resume_path = self._build_data()
+        self._build_data(resume_path)
         self._build_model(resume_path)
         self._build_optimisation()
         self._wrap(compile)
 
-        self.epoch, self.global_step, self.best = 0, 0, -math.inf
+        self.epoch, self.global_step, self.best, self.step_in_epoch = 0, 0, -math.inf, 0
+        self.last_save_t = time.perf_counter()
         self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
         if resume_path:
             self._resume(resume_path)
@@ -132,7 +111,7 @@ class Trainer:
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
-    def _build_data(self) -> str | None:
+    def _build_data(self, resume_path: str | None) -> None:
         """Checks first, then data: a typo or a wrong path fails in seconds, before any model is built."""
         cfg, dry_run = self.cfg, self.dry_run
         build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
@@ -148,7 +127,6 @@ class Trainer:
                                                      self.dist.world_size, self.device)
         # Workers start on the first batch now, while the model is built (start-up overlap); a
         # resumed run starts at a later epoch, whose order is only known after loading.
-        resume_path = self._resume_path()
         self._early_iter = None
         if self.train_loader.num_workers > 0 and not dry_run and resume_path is None:
             self.train_loader.sampler.set_epoch(0)
@@ -157,7 +135,6 @@ class Trainer:
         self.metric = build.build_metric_from_config(cfg)
         self.indicator = build.main_indicator(cfg)
         self.startup.mark("data index")
-        return resume_path
 
     def _build_model(self, resume_path: str | None) -> None:
         """Model (ImageNet weights skipped when resuming), loss and precision settings."""
@@ -219,10 +196,7 @@ class Trainer:
         if r is False or r is None or r == "":
             return None
         path = os.path.join(self.run_dir, "train_resume.ckpt") if r is True else str(r)
-        if not os.path.isfile(path):
-            logger.info("model.resume: no checkpoint at %s, starting fresh", path)
-            return None
-        return path
+        return path if os.path.isfile(path) else None
 
     def _want_compile(self, mode: str) -> bool:
         if mode == "on":
@@ -246,13 +220,15 @@ class Trainer:
             self.ema.load_state_dict(ck["ema"])
         if "epoch_ckpts" in ck:
             self.epoch_ckpts.load_state_dict(ck["epoch_ckpts"])
-        self.epoch = int(ck.get("epoch", 0))
+        self.epoch, self.step_in_epoch = int(ck.get("epoch", 0)), int(ck.get("step_in_epoch", 0))
         self.global_step = int(ck.get("step", 0))
         self.best = float(ck.get("best_metric", -math.inf))
         if "rng" in ck:
             set_rng_state(ck["rng"])
-        logger.info("resumed from %s: epoch %d done, step %d, best %s %.4f", path, self.epoch, self.global_step,
-                    self.indicator, self.best)
+        if self.main:
+            trim_metrics(self.run_dir, self.epoch)
+        logger.info("resumed from %s: epoch %d done (+%d micro-steps), step %d, best %s %.4f", path, self.epoch,
+                    self.step_in_epoch, self.global_step, self.indicator, self.best)
 
     # ----------------------------------------------------------------------------------------- the loop
     def fit(self) -> dict:
@@ -281,9 +257,9 @@ class Trainer:
                 logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size))
             perf = self._maybe_evaluate(epoch + 1)
             record.update(perf)
-            self._save(epoch + 1, perf.get(self.indicator), record.get("loss"))
-            if writer:
+            if writer:  # before the checkpoint: a kill in between leaves a record that resume trims
                 writer.write(record)
+            self._save(epoch + 1, perf.get(self.indicator), record.get("loss"))
             last = record
         if writer:
             writer.close()
@@ -294,7 +270,8 @@ class Trainer:
 
     def train_one_epoch(self, epoch: int, num_epochs: int) -> EpochStats:
         cfg = self.cfg
-        self.train_loader.sampler.set_epoch(epoch)
+        start = self.step_in_epoch if epoch == self.epoch else 0  # micro-steps a mid-epoch resume skips
+        self.train_loader.sampler.set_epoch(epoch, skip=start * self.train_loader.batch_size)
         source, self._early_iter = self._early_iter if epoch == 0 else None, None
         if source is None:
             source = self.train_loader
@@ -307,10 +284,10 @@ class Trainer:
         usable = self.opt_steps_per_epoch * self.accum  # a trailing partial accumulation is not stepped
         pending: list = []  # (losses, images, wait) of this accumulation window, counted once it is stepped
         self.optimizer.zero_grad(set_to_none=True)
-        for i, batch in enumerate(batches):
+        for i, batch in enumerate(batches, start):
             if i >= usable:
                 break
-            if epoch == self.epoch and i == 0:
+            if epoch == self.epoch and i == start:
                 self.startup.mark("first batch ready")
                 self.startup.total("total_to_first_batch")
             skipped += batch.get("_skipped", 0)
@@ -324,7 +301,10 @@ class Trainer:
                 pending.clear()
                 if bad:
                     self._check_bad_run(epoch, i + 1)
-            if epoch == self.epoch and i == 0:
+                elif i + 1 < usable and resume_due(cfg.train.ckpt_interval_steps, self.global_step,
+                                                   time.perf_counter() - self.last_save_t):
+                    self._save_resume(epoch, i + 1)
+            if epoch == self.epoch and i == start:
                 self._first_step_done()
             if bar is not None:
                 bar.update(1)
@@ -378,7 +358,7 @@ class Trainer:
         if self.bad_run < limit or backing_off:
             return
         ckpt = os.path.join(self.run_dir, "train_resume.ckpt")
-        last = f"the last good checkpoint is {ckpt} (epoch {epoch})" if epoch else "no checkpoint was written yet"
+        last = f"the last good checkpoint is {ckpt}" if os.path.isfile(ckpt) else "no checkpoint was written yet"
         raise TrainingDiverged(
             f"stopped at epoch {epoch + 1} step {step}: {self.bad_run} optimizer steps in a row had a non-finite loss "
             f"or gradients (train.max_bad_steps={limit}); none changed the weights and {last}. Try a lower "
@@ -442,9 +422,15 @@ class Trainer:
             atomic_save(light, os.path.join(self.run_dir, "best.ckpt"))
             logger.info("saved best.ckpt (%s %.4f)", self.indicator if metric is not None else "-loss", score)
         self.epoch_ckpts.save(light, epoch, score)
-        full = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
-                "epoch": epoch, "step": self.global_step, "best_metric": self.best, "rng": rng_state(),
-                "epoch_ckpts": self.epoch_ckpts.state_dict(), "config": to_dict(self.cfg),
-                "textdet_version": __version__}
-        atomic_save(full, os.path.join(self.run_dir, "train_resume.ckpt"))
+        self._save_resume(epoch, 0)
+
+    def _save_resume(self, epochs_done: int, step_in_epoch: int) -> None:
+        """train_resume.ckpt: weights, optimizer, scaler, EMA, RNGs and the position in the data order."""
+        if self.main:
+            full = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
+                    "epoch": epochs_done, "step_in_epoch": step_in_epoch, "step": self.global_step,
+                    "best_metric": self.best, "rng": rng_state(), "epoch_ckpts": self.epoch_ckpts.state_dict(),
+                    "config": to_dict(self.cfg), "textdet_version": __version__}
+            atomic_save(full, os.path.join(self.run_dir, "train_resume.ckpt"))
+        self.last_save_t = time.perf_counter()

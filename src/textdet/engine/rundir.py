@@ -1,0 +1,59 @@
+"""Run folders: one run per folder, so ``metrics.jsonl`` and ``e{N}.ckpt`` never mix two runs.
+
+Torch-free: the CLI checks the folder before the seconds spent importing torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+from textdet.errors import ConfigError
+
+# What a run leaves: checkpoints and metrics mark "another run"; logs alone are a run killed at start-up.
+_RESULTS = re.compile(r"(metrics\.jsonl|train_resume\.ckpt|best\.ckpt|e\d+\.ckpt)$")
+_TRACES = ("train.log", "startup.json", "train_config.yaml", "tensorboard")
+
+
+def prepare_run_dir(run_dir: str, resuming: bool, overwrite: bool = False) -> None:
+    """Refuse a fresh run into a folder holding another run's results (or clear them with ``overwrite``).
+
+    A resumed run keeps everything; a fresh run starts its own logs.
+    """
+    if not os.path.isdir(run_dir):
+        return
+    for f in os.listdir(run_dir):  # a write cut by a kill
+        if f.startswith(".tmp_") and f.endswith(".ckpt"):
+            os.remove(os.path.join(run_dir, f))
+    if resuming:
+        return
+    results = sorted(f for f in os.listdir(run_dir) if _RESULTS.match(f))
+    if results and not overwrite:
+        raise ConfigError(
+            f"train.ckpt_save_dir {run_dir} holds another run ({', '.join(results[:4])}"
+            f"{', ...' if len(results) > 4 else ''}); a fresh run would mix with it. Either continue that run "
+            "(-o model.resume=True), write to another folder (-o train.ckpt_save_dir=NEW), or replace it "
+            "(--overwrite)")
+    for name in results + [t for t in _TRACES if os.path.exists(os.path.join(run_dir, t))]:
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def trim_metrics(run_dir: str, epochs_done: int) -> None:
+    """On resume, drop ``metrics.jsonl`` records of epochs the checkpoint does not hold (the run redoes them)."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        lines = [ln for ln in f if (e := _epoch(ln)) is not None and e <= epochs_done]
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+
+
+def _epoch(line: str) -> int | None:
+    try:  # a line cut by a kill is dropped
+        return int(json.loads(line)["epoch"])
+    except (ValueError, KeyError, TypeError):
+        return None

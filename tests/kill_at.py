@@ -1,0 +1,77 @@
+"""Run ``textdet train`` and SIGKILL this process at a chosen moment (used by test_reliability.py).
+
+    python tests/kill_at.py step|eval|save N TRAIN_ARGS...
+
+step: inside the N-th optimizer step (gradients computed, weights not yet stepped);
+eval: in the N-th evaluation, at its first post-processed batch;
+save: in the N-th checkpoint write, after half of the bytes reached the temp file.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+
+import torch
+
+from textdet.cli import main
+from textdet.engine.evaluator import Evaluator
+from textdet.engine.trainer import Trainer
+
+torch.set_num_threads(2)  # as conftest: the same kernels as the in-process reference run
+point, n, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+calls = {"n": 0}
+
+
+def due() -> bool:
+    calls["n"] += 1
+    return calls["n"] == n
+
+
+def die() -> None:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if point == "step":
+    real_step = Trainer.optimizer_step
+
+    def optimizer_step(self):
+        if due():
+            die()
+        real_step(self)
+
+    Trainer.optimizer_step = optimizer_step
+elif point == "eval":
+    real_run = Evaluator.run
+
+    def run(self, model):
+        if due():
+            post = self.postprocess
+
+            def post_then_die(*a, **k):
+                post(*a, **k)
+                die()
+
+            self.postprocess = post_then_die
+        return real_run(self, model)
+
+    Evaluator.run = run
+elif point == "save":
+    real_save = torch.save
+
+    def save(obj, f, *a, **k):
+        if not due():
+            return real_save(obj, f, *a, **k)
+        buf = io.BytesIO()
+        real_save(obj, buf, *a, **k)
+        f.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+        f.flush()
+        die()
+
+    torch.save = save
+else:
+    raise SystemExit(f"unknown kill point {point!r}: step, eval or save")
+sys.exit(main(["train", *args]))
