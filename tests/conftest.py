@@ -33,6 +33,8 @@ def tiny_overrides(root: str, run_dir: str, **extra) -> list[str]:
     opts = {
         "train.dataset.dataset_root": root,
         "eval.dataset.dataset_root": root,
+        "eval.dataset.data_dir": "val/images",  # the tiny set has no held-out split
+        "eval.dataset.label_file": "test_gt.txt",
         "train.ckpt_save_dir": run_dir,
         "eval.ckpt_load_path": os.path.join(run_dir, "best.ckpt"),
         "model.backbone.width": 8,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import RECIPE, tiny_overrides
-from textdet import bench
+from textdet import bench, bench_infer
 from textdet.errors import TextdetError
 
 
@@ -52,6 +52,8 @@ def test_data_keys(capsys, synth_root, tmp_path, cache):
     assert names[:3] == ["DecodeImage", "DetLabelEncode", "FusedGeometry"] and "BorderMap" in names
     assert all(v >= 0 for v in r["ms_per_transform"].values())
     assert r["image_cache"] is cache and r["device_normalize"] is False
+    # 64x64 crop: float32 CHW image 49152 B, uint8 binary_map / mask / thresh_mask 3 x 4096, float32 thresh_map 16384
+    assert r["mb_per_sample_shipped"] == pytest.approx(0.0778, abs=1e-4)
 
 
 def test_model_keys(capsys, opts):
@@ -88,6 +90,7 @@ def test_eval_keys(capsys, opts):
     assert positive(r["img_per_s"]) and r["images"] == 2
     assert all(0.0 <= r[k] <= 1.0 for k in ("recall", "precision", "f-score"))
     assert r["checkpoint"] is None
+    assert set(r["ms_per_image"]) == {"data", "forward", "postprocess", "metric"} and r["ms_per_image"]["forward"] > 0
 
 
 def test_predict_keys(capsys, opts):
@@ -112,7 +115,7 @@ def write_maps(folder) -> None:
 def test_load_maps_shapes(tmp_path):
     """shapes.json gives a's original size (2x the map: scale 0.5); b, without an entry, stays in map pixels."""
     write_maps(tmp_path)
-    maps = bench.load_maps(str(tmp_path))
+    maps = bench_infer.load_maps(str(tmp_path))
     assert [m[0] for m in maps] == ["a", "b"]
     assert all(m[1].shape == (64, 96) and m[1].dtype == np.float32 for m in maps)
     np.testing.assert_allclose(maps[0][2], [128, 192, 0.5, 0.5])

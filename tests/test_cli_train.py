@@ -204,3 +204,20 @@ def test_user_config_dry_run_prints_mindocr_banner(synth_root, tmp_path, capsys,
     assert "Optimizer: SGD" in out and "Global batch size: 1 x 1 x 1 = 1" in out and "AMP level: O0" in out
     assert "dry run: config, data and model are valid" in out
     assert not os.path.exists(tmp_path / "tmp_det" / "train_resume.ckpt")
+
+
+def test_builtin_data_is_its_own_startup_stage(tmp_path, capsys, monkeypatch):
+    """No -c: the first run generates the built-in data (held-out split included) as a named stage."""
+    import textdet.cli
+
+    monkeypatch.setenv("TEXTDET_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(textdet.cli, "SYNTH_SETTINGS",
+                        {"n_train": 2, "n_val": 1, "seed": 0, "size": (64, 64), "n_heldout": 1})
+    opts = ["-o", f"train.ckpt_save_dir={tmp_path / 'run'}", "-o", "model.backbone.width=8",
+            "-o", "train.loader.batch_size=2"]
+    assert main(["train", "--dry-run", *opts]) == 0
+    first = capsys.readouterr().out
+    assert main(["train", "--dry-run", *opts]) == 0
+    second = capsys.readouterr().out
+    assert "built-in data (generated, once)" in first and "built-in data (cached)" in second
+    assert os.path.isfile(os.path.join(textdet.cli.builtin_data_root(), "heldout", "images", "img_1.jpg"))

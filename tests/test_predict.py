@@ -7,6 +7,7 @@ import argparse
 import glob
 import json
 import logging
+import math
 import os
 import warnings
 
@@ -34,10 +35,12 @@ pytest.importorskip("onnxruntime")
 H, W = 120, 200
 # Hand-computed in test_known_boxes_mapped_back_to_original_pixels: (x0, y0, x1, y1) before rounding
 def _grown(x0: int, y0: int, x1: int, y1: int) -> tuple[float, float, float, float]:
-    """A map-pixel box grown by D = w h 1.5 / (2 (w + h)) on each side, mapped back (/1.12 in x, *15/16 in y)."""
+    """A map-pixel box grown by D = w h 1.5 / (2 (w + h)) on each side and rounded to integers (MindOCR's pyclipper
+    lattice), mapped back (/1.12 in x, *15/16 in y)."""
     w, h = x1 - x0, y1 - y0
     d = w * h * 1.5 / (2 * (w + h))
-    return (x0 - d) / 1.12, (y0 - d) * 15 / 16, (x1 + d) / 1.12, (y1 + d) * 15 / 16
+    x0, y0, x1, y1 = (math.floor(v + 0.5) for v in (x0 - d, y0 - d, x1 + d, y1 + d))
+    return x0 / 1.12, y0 * 15 / 16, x1 / 1.12, y1 * 15 / 16
 
 
 EXPECTED = {"A": _grown(22, 21, 111, 42), "B": _grown(67, 75, 201, 99)}

@@ -133,3 +133,23 @@ def test_bad_arguments() -> None:
         generate_image(np.random.default_rng(0), (16, 16))
     with pytest.raises(ValueError, match="n_train"):
         generate_dataset("unused", n_train=-1)
+
+
+def test_heldout_split_is_rendered_differently(dataset, tmp_path) -> None:
+    """Held-out: own size and generator (train/val bytes unchanged by adding it), Hershey fonts."""
+    root, _ = dataset
+    out = str(tmp_path / "h")
+    s = generate_dataset(out, n_train=6, n_val=3, seed=7, size=SIZE, progress=False, n_heldout=2,
+                         heldout_size=(160, 120))
+    files = _files(out)
+    assert {k: v for k, v in files.items() if not k.startswith("heldout")} == _files(root)
+    assert s["heldout"]["images"] == 2 and s["heldout"]["label_file"] == os.path.join(out, "heldout_gt.txt")
+    records, problems = read_label_files("heldout_gt.txt", dataset_root=out)
+    assert problems == [] and sum(len(r.annotations) for r in records) == s["heldout"]["words"] > 0
+    assert cv2.imread(os.path.join(out, "heldout", "images", "img_1.jpg")).shape == (120, 160, 3)
+    # a Hershey face renders a word with other ink than Pillow's font at the same size
+    from textdet.data.synth import _render
+
+    pil, _, pil_boxes = _render(["Street"], 24, 0)
+    her, _, her_boxes = _render(["Street"], 24, 0, cv2.FONT_HERSHEY_COMPLEX)
+    assert len(pil_boxes) == len(her_boxes) == 1 and pil.shape != her.shape

@@ -83,10 +83,10 @@ def test_shrink_rectangle_is_the_inner_rectangle():
     out = ShrinkBinaryMap()(make_sample([RECT]), np.random.default_rng(0))
     expected = np.zeros((100, 200), np.float32)
     expected[42:59, 32:109] = 1
-    assert out["binary_map"].shape == (1, 100, 200) and out["binary_map"].dtype == np.float32
+    assert out["binary_map"].shape == (1, 100, 200) and out["binary_map"].dtype == np.uint8
     np.testing.assert_array_equal(out["binary_map"][0], expected)
     assert out["binary_map"].sum() == 77 * 17
-    assert out["mask"].shape == (100, 200) and out["mask"].dtype == np.float32
+    assert out["mask"].shape == (100, 200) and out["mask"].dtype == np.uint8
     assert (out["mask"] == 1).all()
     assert out["ignore_tags"].tolist() == [False]
 
@@ -148,7 +148,7 @@ def test_border_rectangle_thresh_mask_is_the_padded_outline():
     at a corner it follows the round join: (9, 19) is 15.6 from the vertex (20, 30), outside
     the quarter circle of radius 12 although inside the padded box; (13, 23) at 9.9 is inside."""
     m = BorderMap()(make_sample([RECT]), np.random.default_rng(0))["thresh_mask"]
-    assert m.dtype == np.float32 and set(np.unique(m)) == {0.0, 1.0}
+    assert m.dtype == np.uint8 and set(np.unique(m)) == {0, 1}
     for x, y in [(70, 18), (70, 82), (8, 50), (132, 50), (70, 50), (13, 23)]:
         assert m[y, x] == 1, (x, y)
     for x, y in [(70, 17), (70, 83), (7, 50), (133, 50), (9, 19), (11, 21), (131, 81)]:
@@ -253,7 +253,7 @@ def test_degenerate_input_never_crashes_and_matches_reference(polys, data, h, w,
     assert out["binary_map"].shape == (1, h, w) and out["mask"].shape == (h, w)
     assert out["thresh_map"].shape == (h, w) and out["thresh_mask"].shape == (h, w)
     for key in ("binary_map", "mask", "thresh_mask"):
-        assert out[key].dtype == np.float32 and set(np.unique(out[key])) <= {0.0, 1.0}
+        assert out[key].dtype == np.uint8 and set(np.unique(out[key])) <= {0, 1}
     tags = out["ignore_tags"]
     assert tags.dtype == bool and tags.shape == (len(polys),) and (tags >= np.asarray(ignore, bool)).all()
     for poly, tag in zip(out["polys"], tags, strict=True):
@@ -314,3 +314,22 @@ def test_bad_samples_raise_sample_error(transform):
         transform(make_sample([RECT], [False, True]), np.random.default_rng(0))
     with pytest.raises(SampleError, match="image"):
         transform({"polys": [RECT], "ignore_tags": np.array([False])}, np.random.default_rng(0))
+
+
+def test_uint8_maps_give_the_same_loss_as_float32():
+    """Workers ship binary_map / mask / thresh_mask as uint8 (4x fewer bytes); DBLoss casts them, so the loss
+    is bit-identical to the one on float32 copies of the same maps."""
+    import torch
+
+    from textdet.loss import DBLoss
+
+    out = targets(make_sample([RECT, RECT + [40, 10]]))
+    batch = {k: torch.from_numpy(np.stack([out[k]] * 2)) for k in ("binary_map", "mask", "thresh_map", "thresh_mask")}
+    assert all(batch[k].dtype == torch.uint8 for k in ("binary_map", "mask", "thresh_mask"))
+    assert batch["binary_map"].sum() > 0 and batch["thresh_mask"].sum() > 0 and (batch["mask"] == 0).sum() == 0
+    gen = torch.Generator().manual_seed(0)
+    preds = {k: torch.rand(2, 1, 100, 200, generator=gen) for k in ("binary", "thresh", "thresh_binary")}
+    loss = DBLoss()
+    as_uint8 = loss(preds, **batch)
+    as_float = loss(preds, **{k: v.float() for k, v in batch.items()})
+    assert all(torch.equal(as_uint8[k], as_float[k]) for k in as_float) and as_uint8["loss_thresh"].item() > 0

@@ -43,6 +43,7 @@ _WORDS = (
     "enter smoking area zone limit speed km hour day night time sign text detect model label "
     "Street Main Park Avenue Central Station Plaza Tower Bridge River Lake Hill Green Blue Red"
 ).split()
+_HERSHEY = (cv2.FONT_HERSHEY_SIMPLEX, cv2.FONT_HERSHEY_DUPLEX, cv2.FONT_HERSHEY_COMPLEX, cv2.FONT_HERSHEY_TRIPLEX)
 _LUMA = np.array([0.114, 0.587, 0.299])  # BGR weights
 _LOWER = string.ascii_lowercase
 _ALNUM = string.ascii_letters + string.digits
@@ -74,9 +75,16 @@ def _random_word(rng: np.random.Generator) -> str:
     return "".join(_choice(rng, _ALNUM) for _ in range(int(rng.integers(3, 8))))
 
 
-def _background(rng: np.random.Generator, w: int, h: int) -> np.ndarray:
-    """Smooth colour field plus grain: uint8 HxWx3 (uint8 cv2 ops throughout, for speed)."""
-    if rng.random() < 0.6:  # linear-ish gradient between corner colours
+def _background(rng: np.random.Generator, w: int, h: int, heldout: bool = False) -> np.ndarray:
+    """Smooth colour field plus grain: uint8 HxWx3 (uint8 cv2 ops throughout, for speed).
+
+    Held-out images get a kind the training split never shows: multi-scale colour texture.
+    """
+    if heldout:
+        layers = [cv2.resize(rng.integers(0, 256, (k, k, 3), dtype=np.uint8), (w, h), interpolation=cv2.INTER_CUBIC)
+                  for k in (3, 9, 27)]
+        bg = cv2.addWeighted(cv2.addWeighted(layers[0], 0.5, layers[1], 0.3, 0), 1.0, layers[2], 0.2, 0)
+    elif rng.random() < 0.6:  # linear-ish gradient between corner colours
         small = rng.integers(0, 256, (2, 2, 3), dtype=np.uint8)
         bg = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
     else:  # colour blotches
@@ -131,26 +139,36 @@ def _draw_clutter(rng: np.random.Generator, img: np.ndarray, count: int) -> None
                 cv2.line(img, a, b, colour, max(1, step // 3), cv2.LINE_AA)
 
 
-def _render(words: list[str], size: int, stroke: int) -> tuple[np.ndarray, tuple[int, int], list[tuple]]:
-    """Render words on one line into an alpha patch.
+def _render(words: list[str], size: int, stroke: int, face: int | None = None) -> tuple[np.ndarray, tuple, list]:
+    """Render words on one line into an alpha patch: Pillow's font, or OpenCV's Hershey ``face``.
 
     Returns:
         ``(alpha, origin, boxes)``: uint8 (h, w) patch, the patch position of the text origin
         (so two renderings can be aligned) and ``(word, (x0, y0, x1, y1))`` ink boxes, one per
         word that has ink.
     """
-    font, line = _font(size), " ".join(words)
-    left, top, right, bottom = font.getbbox(line, stroke_width=stroke)
-    pad = 2 + stroke
-    origin = (pad - left, pad - top)
-    canvas = Image.new("L", (right - left + 2 * pad, bottom - top + 2 * pad), 0)
-    ImageDraw.Draw(canvas).text(origin, line, font=font, fill=255, stroke_width=stroke, stroke_fill=255)
-    alpha = np.asarray(canvas)
+    line = " ".join(words)
+    if face is None:
+        font = _font(size)
+        left, top, right, bottom = font.getbbox(line, stroke_width=stroke)
+        pad = 2 + stroke
+        origin = (pad - left, pad - top)
+        canvas = Image.new("L", (right - left + 2 * pad, bottom - top + 2 * pad), 0)
+        ImageDraw.Draw(canvas).text(origin, line, font=font, fill=255, stroke_width=stroke, stroke_fill=255)
+        alpha, length = np.asarray(canvas), font.getlength
+    else:
+        scale, thick = cv2.getFontScaleFromHeight(face, int(0.72 * size)), max(1, size // 14) + stroke
+        (tw, th), base = cv2.getTextSize(line, face, scale, thick)
+        pad = 2 + thick
+        origin = (pad, pad + th)
+        alpha = np.zeros((th + base + 2 * pad, tw + 2 * pad), np.uint8)
+        cv2.putText(alpha, line, origin, face, scale, 255, thick, cv2.LINE_AA)
+        length = lambda text: cv2.getTextSize(text, face, scale, thick)[0][0]  # noqa: E731
     # Columns between words are split at the middle of each space.
-    space = font.getlength(" ")
+    space = length(" ")
     cuts = [0]
     for i in range(1, len(words)):
-        cuts.append(int(round(origin[0] + font.getlength(" ".join(words[:i])) + space / 2)))
+        cuts.append(int(round(origin[0] + length(" ".join(words[:i])) + space / 2)))
     cuts.append(alpha.shape[1])
     boxes = []
     for i, word in enumerate(words):
@@ -248,22 +266,21 @@ def _free(occupied: np.ndarray, quads: list[np.ndarray], margin: float, cell: in
     return not np.any(cand & occupied)
 
 
-def _style(rng: np.random.Generator, base: int, tiny: bool) -> dict:
-    """Random words, font size, faux-bold stroke and effect for one placement unit."""
+def _style(rng: np.random.Generator, base: int, tiny: bool, heldout: bool) -> dict:
+    """Random words, font, size, faux-bold stroke and effect for one placement unit."""
+    face = int(_choice(rng, _HERSHEY)) if heldout else None
     if tiny:  # too small to read: labelled '###'
-        return {
-            "words": [_random_word(rng)],
-            "size": int(rng.uniform(0.012, 0.022) * base) + 1,
-            "stroke": 0,
-            "effect": "faded" if rng.random() < 0.3 else "none",
-        }
+        words, size = [_random_word(rng)], int(rng.uniform(0.012, 0.022) * base) + 1  # this order: same bytes
+        return {"words": words, "size": size, "stroke": 0, "effect": "faded" if rng.random() < 0.3 else "none",
+                "face": face}
     n_words = int(rng.integers(2, 4)) if rng.random() < 0.25 else 1
     size = max(5, int(np.exp(rng.uniform(np.log(0.04), np.log(0.15))) * base))
     stroke = max(1, int(round(size * rng.uniform(0.02, 0.05)))) if rng.random() < 0.3 else 0
     r = rng.random()
     # faded text is don't-care, as ICDAR's '###'
     effect = "shadow" if r < 0.08 else "outline" if r < 0.16 else "faded" if r < 0.21 else "none"
-    return {"words": [_random_word(rng) for _ in range(n_words)], "size": size, "stroke": stroke, "effect": effect}
+    words = [_random_word(rng) for _ in range(n_words)]
+    return {"words": words, "size": size, "stroke": stroke, "effect": effect, "face": face}
 
 
 def _find_spot(
@@ -287,14 +304,15 @@ def _find_spot(
     return None
 
 
-def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray, cell: int, tiny: bool) -> list[dict]:
+def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray, cell: int, tiny: bool,
+                heldout: bool) -> list[dict]:
     """Try to render one word or short line somewhere free; return its annotations (maybe empty)."""
-    st = _style(rng, min(img.shape[:2]), tiny)
-    words, size, effect = st["words"], st["size"], st["effect"]
-    alpha, origin, boxes = _render(words, size, st["stroke"])
+    st = _style(rng, min(img.shape[:2]), tiny, heldout)
+    words, size, effect, face = st["words"], st["size"], st["effect"], st["face"]
+    alpha, origin, boxes = _render(words, size, st["stroke"], face)
     ring = None
     if effect == "outline":  # a contrasting rim: the word boxes include it
-        ring, ring_origin, ring_boxes = _render(words, size, st["stroke"] + max(1, size // 15))
+        ring, ring_origin, ring_boxes = _render(words, size, st["stroke"] + max(1, size // 15), face)
         dx, dy = origin[0] - ring_origin[0], origin[1] - ring_origin[1]
         align = np.array([[1, 0, dx], [0, 1, dy], [0, 0, 1]], np.float64)
         boxes = [(wd, (x0 + dx, y0 + dy, x1 + dx, y1 + dy)) for wd, (x0, y0, x1, y1) in ring_boxes]
@@ -328,12 +346,16 @@ def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray,
     ]
 
 
-def generate_image(rng: np.random.Generator, size: tuple[int, int] = (640, 480)) -> tuple[np.ndarray, list[dict]]:
+def generate_image(
+    rng: np.random.Generator, size: tuple[int, int] = (640, 480), heldout: bool = False
+) -> tuple[np.ndarray, list[dict]]:
     """Make one synthetic image and its word annotations.
 
     Args:
         rng: the only source of randomness.
         size: (W, H).
+        heldout: render as the held-out split does: OpenCV Hershey fonts instead of Pillow's,
+            texture backgrounds, about twice the words per image.
 
     Returns:
         ``(image, annotations)``: image HxWx3 uint8 in BGR order (as written by cv2);
@@ -345,25 +367,25 @@ def generate_image(rng: np.random.Generator, size: tuple[int, int] = (640, 480))
         raise ValueError(f"size: expected (W, H) of at least 32x32 pixels, got {size!r}")
     base = min(w, h)
     aspect = w * h / base**2 * 0.75  # 1.0 for 4:3; fonts scale with the short side
-    img = _background(rng, w, h)
+    img = _background(rng, w, h, heldout)
     _draw_clutter(rng, img, int(round(rng.integers(3, 13) * aspect)))
     cell = 4
     occupied = np.zeros(((h + cell - 1) // cell + 1, (w + cell - 1) // cell + 1), np.uint8)
     annotations: list[dict] = []
-    for _ in range(int(round(rng.integers(4, 11) * aspect))):
-        annotations += _place_unit(rng, img, occupied, cell, tiny=rng.random() < 0.1)
+    for _ in range(int(round(rng.integers(*((7, 17) if heldout else (4, 11))) * aspect))):
+        annotations += _place_unit(rng, img, occupied, cell, rng.random() < 0.1, heldout)
     if rng.random() < 0.25:  # mild defocus
         img = cv2.GaussianBlur(img, (3, 3), rng.uniform(0.5, 1.0))
     return img, annotations
 
 
 def _write_split(
-    rng: np.random.Generator, image_dir: str, label_path: str, n: int, size: tuple[int, int], bar: tqdm
+    rng: np.random.Generator, image_dir: str, label_path: str, n: int, size: tuple[int, int], bar: tqdm, heldout: bool
 ) -> dict:
     os.makedirs(image_dir, exist_ok=True)
     lines, words, ignored = [], 0, 0
     for i in range(1, n + 1):
-        img, anns = generate_image(rng, size)
+        img, anns = generate_image(rng, size, heldout)
         ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
         assert ok, "JPEG encoding failed"
         with open(os.path.join(image_dir, f"img_{i}.jpg"), "wb") as f:
@@ -384,16 +406,21 @@ def generate_dataset(
     seed: int = 0,
     size: tuple[int, int] = (640, 480),
     progress: bool | None = None,
+    n_heldout: int = 0,
+    heldout_size: tuple[int, int] = (448, 336),
 ) -> dict:
     """Write a synthetic data set in the ICDAR2015 layout.
 
     Layout: ``out_dir/train/images/img_N.jpg`` + ``out_dir/train_gt.txt`` and
     ``out_dir/val/images/img_N.jpg`` + ``out_dir/test_gt.txt``; label lines name ``img_N.jpg``
     relative to the images folder (config: ``data_dir: train/images``, ``label_file: train_gt.txt``).
+    The optional held-out split (``heldout/images`` + ``heldout_gt.txt``) is rendered differently,
+    so that a score on it measures generalisation, not memory of the generator: its own seed,
+    ``heldout_size``, Hershey fonts, texture backgrounds and denser text (see ``generate_image``).
 
     Args:
         out_dir: output folder (created; existing files with the same names are overwritten).
-        n_train, n_val: number of images per split (N counts from 1).
+        n_train, n_val, n_heldout: number of images per split (N counts from 1).
         seed: same seed, same bytes. Each split has its own generator, so the validation set
             does not depend on ``n_train``.
         size: (W, H) of every image.
@@ -404,18 +431,18 @@ def generate_dataset(
         ``images``, ``words`` (labelled quads), ``ignored`` (``###`` among them), ``image_dir``
         and ``label_file``.
     """
-    if n_train < 0 or n_val < 0:
-        raise ValueError(f"n_train and n_val must be >= 0, got {n_train} and {n_val}")
+    if min(n_train, n_val, n_heldout) < 0:
+        raise ValueError(f"n_train, n_val and n_heldout must be >= 0, got {n_train}, {n_val} and {n_heldout}")
     size = (int(size[0]), int(size[1]))
     if progress is None:
-        progress = n_train + n_val >= 50 and sys.stderr.isatty()
-    train_rng, val_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+        progress = n_train + n_val + n_heldout >= 50 and sys.stderr.isatty()
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)]
     summary = {"out_dir": out_dir, "seed": seed, "size": size}
-    with tqdm(total=n_train + n_val, desc="synth", unit="img", disable=not progress) as bar:
-        for key, rng, folder, label, n in (
-            ("train", train_rng, "train", "train_gt.txt", n_train),
-            ("val", val_rng, "val", "test_gt.txt", n_val),
-        ):
-            image_dir, label_path = os.path.join(out_dir, folder, "images"), os.path.join(out_dir, label)
-            summary[key] = _write_split(rng, image_dir, label_path, n, size, bar)
+    with tqdm(total=n_train + n_val + n_heldout, desc="synth", unit="img", disable=not progress) as bar:
+        for key, rng, label, n, wh in zip(("train", "val", "heldout"), rngs,  # noqa: B905
+                                          ("train_gt.txt", "test_gt.txt", "heldout_gt.txt"),
+                                          (n_train, n_val, n_heldout), (size, size, heldout_size)):
+            if key != "heldout" or n:
+                image_dir, label_path = os.path.join(out_dir, key, "images"), os.path.join(out_dir, label)
+                summary[key] = _write_split(rng, image_dir, label_path, n, wh, bar, key == "heldout")
     return summary

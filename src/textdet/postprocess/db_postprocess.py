@@ -20,11 +20,10 @@ Follows MindOCR's ``DBPostprocess`` (which follows PaddleOCR) step by step, in n
      approximated polygon (poly), rasterised; the blurred border counts, so thin words score lower.
    - ``"slow"`` (PaddleOCR's ``box_score_slow``): the mean of P over the contour polygon, rasterised.
 
-5. unclip by ``D = area * expand_ratio / perimeter``. quad: computed directly, the min-area rectangle
-   grown by ``D`` on every side (see :func:`unclip_rect`, exactly what the pyclipper round-join offset
-   followed by ``minAreaRect`` gives, without the integer lattice); poly: pyclipper, round joins, a
-   result that splits into several polygons is skipped. Skip when the short side of the result's
-   ``minAreaRect`` is < 5.
+5. unclip by ``D = area * expand_ratio / perimeter``. quad: MindOCR's pyclipper route on its integer
+   lattice, computed directly (:func:`unclip_quad`: the same corners as MindOCR's on 99.5% of benchmark
+   boxes, all but a few within 1 px); poly: pyclipper, round joins, a result that splits into several
+   polygons is skipped. Skip when the short side of the result's ``minAreaRect`` is < 5.
 6. rescale with ``shape_list = [src_h, src_w, scale_h, scale_w]``: ``x / scale_w``, ``y / scale_h``,
    rounded only after the rescale, clipped to ``[0, src_w - 1] x [0, src_h - 1]``. Without a
    ``shape_list`` the points stay unrounded in map pixels, clipped to the map.
@@ -100,29 +99,26 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
     return out
 
 
-def unclip_rect(w: np.ndarray, h: np.ndarray, expand_ratio: float) -> tuple[np.ndarray, np.ndarray]:
-    """Sides of ``minAreaRect(round-join offset of a w x h rectangle by D)``, ``D = w h r / (2 (w + h))``.
+def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
+    """MindOCR's quad unclip of ``minAreaRect`` results -> the unclipped ``minAreaRect`` results.
 
-    Claim: the result is the rectangle itself grown by D on every side, ``(w + 2D) x (h + 2D)``, with the
-    same centre and angle. Proof. The round-join offset of a convex set R by D is the Minkowski sum
-    R + disc(D) (the points within D of R). Widths add under Minkowski sums, and a disc has width 2D in
-    every direction, so the rectangle enclosing R + disc(D) turned by phi from R's axes has the sides
-    ``w c + h s + 2D`` and ``w s + h c + 2D`` (c = |cos phi|, s = |sin phi|). Its area is
-    ``w h + (w^2 + h^2) c s + 2D (w + h)(c + s) + 4 D^2``. Both ``c s >= 0`` and ``c + s >= 1`` are
-    minimal exactly at phi = 0 (or 90 degrees, the same rectangle). So the minimum-area rectangle is R's,
-    grown by D: ``(w + 2D) x (h + 2D)``. (Its short side, ``min(w, h) + 2D``, is what the "< 5" filter
-    checks.)
-
-    pyclipper approximates each quarter-circle by vertices on the circle, the first and last exactly at
-    the edge normals. So the extreme points along R's axes are present, and ``minAreaRect`` of its output
-    is this rectangle up to pyclipper's integer lattice (input corners and output vertices rounded to
-    integers: a fraction of a pixel, and a fraction of a degree on long thin boxes).
-    ``tests/test_postprocess.py`` checks this against the pyclipper route on random rectangles.
-
-    Works elementwise on arrays or on floats. Returns the new ``(w, h)``.
+    MindOCR offsets the ``cv2.boxPoints`` corners with pyclipper by ``D = w h r / (2 (w + h))`` (round
+    joins) and takes ``minAreaRect`` of the output. pyclipper truncates the corners to integers and rounds
+    its output vertices (half away from zero). The vertices that bound the result are each truncated corner
+    moved by D along its two edges' outward normals (the arcs between them lie inside), so ``minAreaRect``
+    of those 8 rounded points is MindOCR's box (on the benchmark maps 99.5% of corners identical, 99.6%
+    within 1 px) at a fraction of pyclipper + shapely's cost. The exact offset is the rectangle grown by D
+    on each side; the integer lattice moves MindOCR's by up to 2 px, and textdet follows MindOCR's boxes.
     """
-    distance = w * h * expand_ratio / (2.0 * (w + h))
-    return w + 2.0 * distance, h + 2.0 * distance
+    quads = np.array([cv2.boxPoints(rect) for rect in rects], dtype=np.int32).astype(np.float64)  # (N, 4, 2)
+    w, h = np.array([rect[1] for rect in rects]).T
+    ends = quads[:, [1, 2, 3, 0]]  # boxPoints' corner order turns positively: (dy, -dx) points outwards
+    normals = (ends - quads)[..., ::-1] * (1.0, -1.0)
+    normals *= (w * h * expand_ratio / (2.0 * (w + h)))[:, None, None] / np.maximum(
+        np.hypot(normals[..., 0], normals[..., 1]), 1.0)[..., None]
+    points = np.concatenate([quads + normals, ends + normals], axis=1)
+    points = np.copysign(np.floor(np.abs(points) + 0.5), points).astype(np.float32)  # Clipper's Round
+    return [cv2.minAreaRect(p) for p in points]
 
 
 def box_points(rects: np.ndarray) -> np.ndarray:
@@ -342,12 +338,13 @@ class DBPostprocess:
                 score = self._score(prob, bitmap, contour, None, cv2.boxPoints(rect) if mode == "fast" else None)
             if score < box_thresh:
                 continue
-            rw, rh = unclip_rect(rw, rh, ratio)
-            if rw < _MIN_SIDE + 2 or rh < _MIN_SIDE + 2:
-                continue
-            rects.append((cx, cy, rw, rh, angle))
+            rects.append(rect)
             scores.append(score)
-        return rects, scores
+        if not rects:
+            return [], []
+        grown = zip(unclip_quads(rects, ratio), scores, strict=True)
+        kept = [((cx, cy, w, h, a), s) for ((cx, cy), (w, h), a), s in grown if min(w, h) >= _MIN_SIDE + 2]
+        return [k[0] for k in kept], [k[1] for k in kept]
 
     def _poly_candidate(self, prob: np.ndarray, bitmap: np.ndarray,
                         contour: np.ndarray) -> tuple[np.ndarray, float] | None:

@@ -1,0 +1,208 @@
+"""``textdet bench postprocess|eval|predict``: the inference-side parts of ``textdet bench`` (see bench.py)."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import itertools
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from textdet.errors import TextdetError
+
+POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
+
+
+def pick(name: str | None):
+    from textdet.device import pick_device
+
+    return pick_device(name)
+
+
+# ------------------------------------------------------------------------------------------------ postprocess
+def bench_postprocess(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """ms per map of the config's DBPostprocess, on saved maps (--maps) or maps drawn from eval GT."""
+    from textdet.engine import build
+
+    post = build.build_postprocess_from_config(cfg)
+    if args.maps:
+        maps = load_maps(args.maps)
+        maps = maps[:n] if args.n is not None else maps
+    else:
+        maps = gt_maps(cfg, n)
+    for _, prob, shape in maps[:warmup]:
+        post(prob[None], None if shape is None else shape[None])
+    per_map, boxes = [], []
+    for _, prob, shape in maps:
+        best = math.inf
+        for _ in range(POSTPROCESS_REPEATS):
+            start = time.perf_counter()
+            out = post(prob[None], None if shape is None else shape[None])
+            best = min(best, time.perf_counter() - start)
+        per_map.append(best)
+        boxes.append(len(out[0]["polys"]))
+    return {"ms_per_map": 1000 * statistics.fmean(per_map), "boxes_per_map": statistics.fmean(boxes),
+            "maps": len(maps), "map_hw": list(maps[0][1].shape), "source": args.maps or "eval GT"}
+
+
+def load_maps(folder: str) -> list[tuple[str, Any, Any]]:
+    """``folder/*.npy`` -> [(stem, prob (H, W) float32, shape_list [h, w, H/h, W/w] or None)].
+
+    ``folder/shapes.json`` (optional) maps a stem to the original image's [h, w]; maps without an
+    entry stay in map pixels.
+    """
+    import numpy as np
+
+    if not os.path.isdir(folder):
+        raise TextdetError(f"--maps {folder}: no such folder; expected a folder of .npy probability maps "
+                           "(shape (1,1,H,W) or (H,W), float32) and an optional shapes.json")
+    files = sorted(glob.glob(os.path.join(folder, "*.npy")))
+    if not files:
+        raise TextdetError(f"--maps {folder}: no .npy files in it; save each map with numpy.save(DIR/NAME.npy, P)")
+    shapes = _read_shapes(os.path.join(folder, "shapes.json"))
+    out = []
+    for path in files:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise TextdetError(f"--maps: cannot read {path}: {e}") from None
+        if arr.ndim == 4 and arr.shape[:2] == (1, 1):
+            arr = arr[0, 0]
+        if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.floating):
+            raise TextdetError(f"--maps: {path} is {arr.dtype} of shape {arr.shape}; expected float probabilities "
+                               "of shape (1, 1, H, W) or (H, W)")
+        shape = None
+        if stem in shapes:
+            h, w = shapes[stem]
+            shape = np.array([h, w, arr.shape[0] / h, arr.shape[1] / w], dtype=np.float64)
+        out.append((stem, np.ascontiguousarray(arr, dtype=np.float32), shape))
+    return out
+
+
+def _read_shapes(path: str) -> dict[str, tuple[float, float]]:
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise TextdetError(f"--maps: cannot read {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise TextdetError(f"--maps: {path} must map each map's name to [h, w], got a {type(data).__name__}")
+    for stem, hw in data.items():
+        if (not isinstance(hw, (list, tuple)) or len(hw) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in hw)):
+            raise TextdetError(f"--maps: {path}: {stem!r} must be [h, w] (two positive numbers), got {hw!r}")
+    return {k: (float(v[0]), float(v[1])) for k, v in data.items()}
+
+
+def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
+    """Probability maps like a trained DBNet's: eval GT shrunk (ShrinkBinaryMap), filled, faint noise, blurred."""
+    import cv2
+    import numpy as np
+
+    from textdet.data.targets import ShrinkBinaryMap
+    from textdet.engine import build
+
+    build.validate(cfg, ("eval",))
+    pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "eval"))  # only the geometry is needed
+    dataset = build.build_dataset(cfg, "eval", pipe)
+    shrink = ShrinkBinaryMap(min_text_size=1, shrink_ratio=0.4)
+    seed = cfg.system.seed
+    out = []
+    for i in range(min(count, len(dataset))):
+        rng = np.random.default_rng([seed, 0, i, 0])
+        s = dataset.load(i, rng)
+        image = s["image"]
+        hw = image.shape[:2] if image.ndim == 2 or image.shape[-1] in (1, 3, 4) else image.shape[1:]  # HWC or CHW
+        drawn = shrink({"image": np.empty(hw, np.uint8), "polys": s["polys"], "ignore_tags": s["ignore_tags"]})
+        prob = np.maximum(drawn["binary_map"][0] * rng.uniform(0.9, 0.99), rng.random(hw, np.float32) * 0.1)
+        shape = np.asarray(s["shape_list"], np.float64) if "shape_list" in s else None
+        out.append((os.path.basename(s["img_path"]), cv2.GaussianBlur(prob, (3, 3), 0), shape))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ eval
+class _Limited:
+    """The first ``batches`` batches of a loader (the Evaluator iterates and sizes it)."""
+
+    def __init__(self, loader, batches: int):
+        self.loader, self.batches = loader, batches
+
+    def __iter__(self) -> Iterator:
+        return itertools.islice(iter(self.loader), self.batches)
+
+    def __len__(self) -> int:
+        return min(len(self.loader), self.batches)
+
+
+def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images.
+
+    ``ms_per_image``: time in each part (data wait, forward, post-processing, metric); post-processing and
+    the metric run in a thread that overlaps the next forward, so the parts can add up to more than the total.
+    """
+    from textdet.engine import build
+    from textdet.engine.amp import amp_settings
+    from textdet.engine.evaluate import load_weights, resolve_ckpt
+    from textdet.engine.evaluator import Evaluator
+    from textdet.engine.feed import DeviceInput
+
+    device = pick(args.device)
+    build.validate(cfg, ("eval",))
+    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type != "cpu")
+    dataset = build.build_dataset(cfg, "eval", pipe)
+    loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    if ckpt:
+        load_weights(model, ckpt, "--ckpt")
+    model.to(device).eval()
+    amp = amp_settings(cfg.system.amp_level_infer, device.type)
+    evaluator = Evaluator(_Limited(loader, warmup), build.build_postprocess_from_config(cfg),
+                          build.build_metric_from_config(cfg), DeviceInput(device, normalize), amp)
+    if warmup:
+        evaluator.run(model)
+    evaluator.loader = _Limited(loader, math.ceil(n / loader.batch_size))
+    start = time.perf_counter()
+    perf = evaluator.run(model)
+    elapsed = time.perf_counter() - start
+    return {"img_per_s": evaluator.images / max(elapsed, 1e-9), "images": evaluator.images, **perf,
+            "ms_per_image": {k: 1000 * v / max(evaluator.images, 1) for k, v in evaluator.parts.items()},
+            "eval_s": elapsed, "batch_size": loader.batch_size, "device": str(device), "amp_level": amp.describe(),
+            "checkpoint": os.path.abspath(ckpt) if ckpt else None}
+
+
+def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
+    """Images/s of the ``Detector`` API (decode, resize, normalise, forward, post-process) on eval images."""
+    from textdet.engine import build
+    from textdet.engine.amp import amp_settings
+    from textdet.engine.evaluate import load_weights, resolve_ckpt
+    from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
+
+    device = pick(args.device)
+    build.validate(cfg, ("eval",))
+    ds = cfg.eval.dataset
+    images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
+    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    if ckpt:
+        load_weights(model, ckpt, "--ckpt")
+    amp = amp_settings(cfg.system.amp_level_infer, device.type)
+    detector = Detector(TorchRunner(model, device, amp), preprocess_from_config(cfg),
+                        build.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)
+    if warmup:
+        detector(images[:warmup])
+    start = time.perf_counter()
+    results = detector(images)
+    elapsed = time.perf_counter() - start
+    return {"img_per_s": len(images) / max(elapsed, 1e-9), "images": len(images),
+            "boxes": sum(len(r["polys"]) for r in results), "batch_size": detector.batch_size,
+            "device": str(device), "amp_level": amp.describe(),
+            "checkpoint": os.path.abspath(ckpt) if ckpt else None}
