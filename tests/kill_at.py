@@ -41,7 +41,7 @@ if point == "step":
     def optimizer_step(self):
         if due():
             die()
-        real_step(self)
+        return real_step(self)  # True when the step was skipped (non-finite)
 
     Trainer.optimizer_step = optimizer_step
 elif point == "eval":

@@ -110,6 +110,11 @@ def test_eval_finds_best_ckpt_through_config(two_then_three, capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"recall", "precision", "f-score", "images", "img_per_s"} <= set(result)
     assert result["images"] == 4 and result["checkpoint"] == os.path.join(resumed, "best.ckpt")
+    # the figures logged during training for the epoch best.ckpt holds (the first best one)
+    records = read_jsonl(os.path.join(resumed, "metrics.jsonl"))
+    best = max(records, key=lambda r: r["f-score"])
+    assert {k: result[k] for k in ("recall", "precision", "f-score")} == {
+        k: best[k] for k in ("recall", "precision", "f-score")}
 
 
 def test_resume_true_without_file_starts_fresh(synth_root, tmp_path, caplog):

@@ -7,6 +7,7 @@ parameter counts, which only build the real-width models.
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 import torch
@@ -79,7 +80,7 @@ def test_output_keys_and_shapes(backbone, hw):
     model = tiny_model(backbone)
     x = torch.rand(2, 3, *hw)
     train_out = model.train()(x)
-    assert set(train_out) == {"binary", "thresh", "thresh_binary"}
+    assert set(train_out) == {"binary", "binary_logits", "thresh", "thresh_binary"}
     for value in train_out.values():
         assert value.shape == (2, 1, *hw) and value.dtype == torch.float32
     with torch.no_grad():
@@ -127,7 +128,7 @@ def test_binarization_is_the_paper_formula_in_fp32():
 
 def test_head_k_and_adaptive_flags():
     head = DBHead(32, k=10, adaptive=False).train()
-    assert set(head(torch.randn(1, 32, 8, 8))) == {"binary"}
+    assert set(head(torch.randn(1, 32, 8, 8))) == {"binary", "binary_logits"}
     head = DBHead(32, k=10).train()
     out = head(torch.randn(1, 32, 8, 8))
     torch.testing.assert_close(out["thresh_binary"], torch.sigmoid(10 * (out["binary"] - out["thresh"])))
@@ -143,8 +144,8 @@ def test_bf16_autocast_forward_keeps_binarization_fp32():
     model = tiny_model().train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(torch.rand(2, 3, 64, 64))
-    assert out["binary"].dtype == torch.bfloat16  # the network runs in bf16 ...
-    assert out["thresh_binary"].dtype == torch.float32  # ... the k = 50 step does not
+    assert out["binary_logits"].dtype == torch.bfloat16  # the network runs in bf16 ...
+    assert out["binary"].dtype == out["thresh_binary"].dtype == torch.float32  # ... sigmoids and k = 50 step do not
     p, t = out["binary"].double(), out["thresh"].double()
     torch.testing.assert_close(out["thresh_binary"].double(), torch.sigmoid(50 * (p - t)), atol=1e-6, rtol=0)
 
@@ -322,3 +323,28 @@ def test_onnx_export_of_eval_model(tmp_path):
         expected = model(x2)["binary"].numpy()
     assert binary.shape == (2, 1, 96, 128)
     assert abs(binary - expected).max() < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_confident_wrong_pixel_keeps_its_gradient_under_autocast(dtype):
+    """Logit 12 on a negative pixel: a half sigmoid rounds P to 1.0 (BCE then gives NaN or 0 gradient);
+    the fp32 loss from logits gives d loss / d logit = sigmoid(12) / n_pixels, finite and non-zero."""
+    from textdet.loss import DBLoss
+
+    torch.manual_seed(0)
+    head = DBHead(8).train()
+    last = head.segm[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(12.0)  # every pixel's P logit is exactly 12
+    gt = torch.zeros(1, 1, 8, 8)  # all negative: OHEM keeps the min_negatives hardest
+    with torch.autocast("cpu", dtype=dtype):
+        preds = head(torch.randn(1, 8, 2, 2))
+    assert preds["binary_logits"].dtype == dtype and float(preds["binary_logits"].detach().min()) == 12.0
+    loss = DBLoss(bce_scale=1, l1_scale=0, negative_ratio=3, min_negatives=10)(
+        {"binary": preds["binary"], "binary_logits": preds["binary_logits"]}, gt, torch.ones(1, 8, 8))["loss"]
+    loss.backward()
+    assert float(loss.detach()) == pytest.approx(12 + math.log1p(math.exp(-12)), rel=1e-6)  # BCE(logit 12, label 0)
+    # d loss / d bias = sum over the 10 kept pixels of sigmoid(12) / 10 = sigmoid(12)
+    assert torch.isfinite(last.bias.grad).all()
+    assert float(last.bias.grad) == pytest.approx(1 / (1 + math.exp(-12)), rel=1e-2)

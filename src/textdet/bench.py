@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from textdet import DEVICE_HELP
 from textdet.bench_infer import bench_eval, bench_postprocess, bench_predict
 from textdet.bench_infer import pick as _device
 from textdet.errors import TextdetError
@@ -40,7 +41,7 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--n", type=int, help="samples (data), iterations (model), steps (train), maps (postprocess), "
                    f"images (eval); defaults {DEFAULT_N}")
     p.add_argument("--warmup", type=int, help=f"untimed iterations first; defaults {DEFAULT_WARMUP}")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--device", help=DEVICE_HELP)
     p.add_argument("--threads", type=int, help="torch intra-op threads in this process (default: torch's choice)")
     p.add_argument("--maps", metavar="DIR", help="postprocess: DIR/*.npy probability maps, (1,1,H,W) or (H,W) "
                    "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
@@ -88,7 +89,7 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     device = _device(args.device)
     build.validate(cfg, ("train",))
     # Normalisation moves to the device on CUDA only, as in the Trainer.
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), device.type == "cuda")
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), device.type != "cpu")
     dataset = build.build_dataset(cfg, "train", pipe)
     pipe.timing = True  # this instance only: the loader's workers get a copy made below, with timing off
     for i in range(warmup):
@@ -189,16 +190,14 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     import torch
 
     from textdet.engine import build
-    from textdet.engine.amp import amp_settings, apply_o3
+    from textdet.engine.amp import amp_settings
 
     device = _device(args.device)
     h, w = train_crop(cfg)
     bs = cfg.train.loader.batch_size
     amp = amp_settings(cfg.system.amp_level, device.type)
     model = build.build_model_from_config(cfg, pretrained_backbone=False).to(device)  # weights don't change speed
-    if cfg.system.amp_level == "O3":
-        apply_o3(model, amp.dtype)
-    if device.type == "cuda":
+    if device.type != "cpu":
         model.to(memory_format=torch.channels_last)
     loss_fn = build.build_loss_from_config(cfg).to(device)
     gen = torch.Generator(device="cpu").manual_seed(cfg.system.seed)
@@ -266,7 +265,7 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     trainer = Trainer(cfg, device=args.device, progress=False, dry_run=True)
     cached = fill_image_cache(trainer.train_set)  # time the steady state of epochs 2+, not the first decode
     device = trainer.device
-    batches = Prefetcher(trainer.train_loader, trainer.feed, enabled=trainer.sink or device.type == "cuda")
+    batches = Prefetcher(trainer.train_loader, trainer.feed)
     images, wait, start = 0, 0.0, time.perf_counter()
     trainer.forward_model.train()
     for step, batch in enumerate(itertools.islice(_endless(batches), warmup + n), 1):
@@ -300,10 +299,9 @@ BENCHES: dict[str, Callable[..., dict]] = {
 
 
 def _sync(device) -> None:
-    import torch
+    from textdet.device import synchronize
 
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
 
 
 def _rounded(value: Any) -> Any:

@@ -19,17 +19,9 @@ POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run
 
 
 def pick(name: str | None):
-    import torch
+    from textdet.device import pick_device
 
-    from textdet.engine.trainer import pick_device
-
-    try:
-        device = pick_device(name)
-    except RuntimeError as e:
-        raise TextdetError(f"--device {name}: {e}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise TextdetError(f"--device {name}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
-    return device
+    return pick_device(name)
 
 
 # ------------------------------------------------------------------------------------------------ postprocess
@@ -165,7 +157,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     device = pick(args.device)
     build.validate(cfg, ("eval",))
     ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type == "cuda")
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type != "cpu")
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
     model = build.build_model_from_config(cfg, pretrained_backbone=False)

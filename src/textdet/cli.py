@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from textdet import bench
+from textdet import DEVICE_HELP, bench
 from textdet.data.formats import FORMATS
 from textdet.export import add_export_arguments
 from textdet.predict import add_predict_arguments
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a detector (no -c: the built-in synthetic recipe)")
     _add_config_args(p, required=False)
     p.add_argument("--dry-run", action="store_true", help="validate config, data and model, print the banner, exit")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--device", help=DEVICE_HELP)
     p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                    help="torch.compile: auto = when system.mode is 0 on CUDA")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")

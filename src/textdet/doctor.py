@@ -20,25 +20,22 @@ def run_doctor() -> int:
 
     problems = 0
     print(f"python        {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU cores")
-    print(f"torch         {torch.__version__} (CUDA build: {torch.version.cuda or 'no'})")
+    from textdet import device
+
+    print(f"torch         {torch.__version__}")
     for mod, pip_name in (("cv2", "opencv-python-headless"), ("pyclipper", "pyclipper"), ("shapely", "shapely"),
                           ("yaml", "PyYAML"), ("numpy", "numpy"), ("PIL", "pillow"), ("tqdm", "tqdm")):
         v = _version(mod)
         print(f"{pip_name:<13} {v or 'MISSING -> pip install ' + pip_name}")
         problems += v is None
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            print(f"cuda:{i}        {p.name}, {p.total_memory / 2**30:.0f} GiB, bf16 "
-                  f"{'yes' if torch.cuda.is_bf16_supported() else 'no'}")
-    else:
-        print("cuda          none: training runs on the CPU (eager; amp O1/O2 use bf16 here)")
-    flags = set(open("/proc/cpuinfo").read().split()) if os.path.exists("/proc/cpuinfo") else set()
-    if flags:
-        print(f"cpu features  avx2 {'yes' if 'avx2' in flags else 'no'}, avx512 "
-              f"{'yes' if 'avx512f' in flags else 'no'}, amx {'yes' if 'amx_bf16' in flags else 'no'}"
-              + ("" if "avx512_bf16" in flags or "amx_bf16" in flags else
-                 " -> bf16 autocast (O1/O2) is emulated here and usually slower than fp32 on this CPU"))
+    kind = device.accelerator()
+    for i in range(torch.accelerator.device_count() if kind else 0):
+        print(f"{kind}:{i:<10} {torch.get_device_module(kind).get_device_name(i)}")
+    if not kind:
+        print("accelerator   none: training runs on the CPU (eager; amp O1/O2 use bf16 here)")
+    fast = device.cpu_bf16_fast()
+    print("cpu bf16      " + ("fast (AVX512-BF16/AMX): amp_level O2 can train faster than fp32 here" if fast
+                              else "emulated (no AVX512-BF16/AMX): keep amp_level O0 on this CPU"))
     hub = os.path.join(torch.hub.get_dir(), "checkpoints")
     found = sorted(f for f in os.listdir(hub) if f.startswith(("resnet", "mobilenet"))) if os.path.isdir(hub) else []
     fix = ("no ImageNet backbones yet (pretrained: True downloads torchvision's file here on first use; "

@@ -33,21 +33,6 @@ BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a r
 
 
 # ----------------------------------------------------------------------------- ONNX Runtime
-def _providers(device: str | None, available: list[str]) -> list:
-    """``cpu`` -> CPU; ``cuda[:N]`` -> CUDA (device N) then CPU; None -> CUDA when onnxruntime has it."""
-    if device is None:
-        return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
-    kind, _, index = str(device).partition(":")
-    if kind == "cpu":
-        return ["CPUExecutionProvider"]
-    if kind == "cuda":
-        if "CUDAExecutionProvider" not in available:
-            raise TextdetError(f"--device {device}: this onnxruntime has no CUDA provider (available: {available}); "
-                               "pip install onnxruntime-gpu, or use --device cpu")
-        return [("CUDAExecutionProvider", {"device_id": int(index or 0)}), "CPUExecutionProvider"]
-    raise TextdetError(f"--device {device}: expected cpu, cuda or cuda:N for an ONNX model")
-
-
 class OnnxModel:
     """An ONNX DB-style model under ONNX Runtime.
 
@@ -58,7 +43,7 @@ class OnnxModel:
     Args:
         path: the .onnx file: one image input of rank 4 (3 channels), one (N, 1, H, W) or (N, H, W)
             output (``binary`` if present, else the first).
-        device: "cpu", "cuda", "cuda:N", or None for CUDA when this onnxruntime has it.
+        device: "cpu", "cuda[:N]", "npu[:N]", or None for the first accelerator provider this onnxruntime has.
 
     Raises:
         TextdetError: missing file, onnxruntime not installed, unreadable model, unexpected inputs/outputs.
@@ -75,7 +60,9 @@ class OnnxModel:
             raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
         self.path = path
         try:
-            self.session = ort.InferenceSession(path, providers=_providers(device, ort.get_available_providers()))
+            from textdet.device import ort_providers
+
+            self.session = ort.InferenceSession(path, providers=ort_providers(device, ort.get_available_providers()))
         except Exception as e:  # onnxruntime raises its own exception types for bad files
             raise TextdetError(f"cannot load ONNX model {path}: {e}") from None
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from textdet import DEVICE_HELP
 from textdet.data.formats import plain_points, write_labelme
 from textdet.errors import ConfigError, DataError, TextdetError
 
@@ -181,13 +182,13 @@ class Detector:
                     batch_size: int = 8) -> Detector:
         """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``).
 
-        ``device``: "cpu", "cuda", "cuda:1"... (default: CUDA when available); ``system.amp_level_infer``
+        ``device``: "cpu", "cuda:1", "npu:0"... (default: the accelerator when there is one); ``system.amp_level_infer``
         sets autocast. Pre- and post-processing as ``preprocess_from_config`` and ``cfg.postprocess``.
         """
+        from textdet.device import pick_device
         from textdet.engine import build
         from textdet.engine.amp import amp_settings
         from textdet.engine.evaluate import load_weights
-        from textdet.engine.trainer import pick_device
 
         path, what = find_checkpoint(cfg, ckpt)
         postprocess = build.build_postprocess_from_config(cfg)
@@ -332,7 +333,7 @@ def add_predict_arguments(subparsers: argparse._SubParsersAction) -> argparse.Ar
     p.add_argument("--draw", action="store_true", help="also write DIR/<stem>_det.jpg with the boxes drawn")
     p.add_argument("--format", choices=("json", "labelme"), default="json", help="labelme: also write DIR/<stem>.json "
                    "labelme files (labelme IMAGES --output DIR to correct them, then textdet convert labelme DIR)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: CUDA when available)")
+    p.add_argument("--device", help=DEVICE_HELP)
     p.add_argument("--batch-size", type=int, default=8, help="images per forward (same resized size only)")
     return p
 

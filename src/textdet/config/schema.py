@@ -124,6 +124,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     ema: bool = False
     ema_decay: float = 0.9999
+    max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
@@ -175,6 +176,9 @@ IGNORED_KEYS: dict[str, str] = {
     "optimizer.lr": "the learning rate comes from scheduler.lr (as in MindOCR)",
     "optimizer.grouping_strategy": "only MindOCR's default grouping exists for DBNet (filter_bias_and_bn)",
     "train.pred_cast_fp32": "textdet always computes losses in fp32",
+    "*.dataset_sink_mode": "textdet always prefetches to an accelerator (pinned memory, side stream, on-device "
+                           "normalisation); the CPU has nothing to sink into",
+    "system.drop_overflow_update": "textdet always skips steps with non-finite gradients (see train.max_bad_steps)",
     "train.max_call_depth": "MindSpore graph recursion limit; no PyTorch meaning",
     "eval.pred_cast_fp32": "textdet always post-processes fp32 probability maps",
     "*.dataset.use_minddata": "MindData C++ ops; textdet's transforms already run as native OpenCV/numpy code",

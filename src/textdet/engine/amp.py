@@ -1,16 +1,21 @@
 """MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms.
 
-O0 is fp32; O1/O2 autocast (fp16 on CUDA, bf16 on CPU) with BN and the DB losses in fp32; O3
-casts the whole model to half precision except BN. Loss scaling only means something for fp16,
-so it is on only there (MindOCR scales the loss even in fp32, which buys nothing).
+O0 is fp32; O1/O2 autocast (fp16 on accelerators, bf16 on CPU) with BN and the DB losses in fp32.
+O3 (MindOCR: the whole network in half precision) runs as O2: half weights without an fp32 master
+copy lose every update below their rounding step (1e-3 relative in fp16, 8e-3 in bf16). Loss scaling
+only means something for fp16, so it is on only there (MindOCR scales the loss even in fp32).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+
+from textdet.device import half_dtype
+
+logger = logging.getLogger("textdet")
 
 
 @dataclass
@@ -38,17 +43,9 @@ class AmpSettings:
 def amp_settings(level: str, device_type: str) -> AmpSettings:
     if level == "O0":
         return AmpSettings(level, device_type, None)
-    dtype = torch.float16 if device_type == "cuda" else torch.bfloat16
-    return AmpSettings(level, device_type, dtype)
-
-
-def apply_o3(model: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """O3: the whole model in half precision, BatchNorm kept in fp32 for stable statistics."""
-    model.to(dtype)
-    for m in model.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            m.float()
-    return model
+    if level == "O3":
+        logger.info("amp_level O3 runs as O2 (autocast, fp32 master weights): pure half weights lose small updates")
+    return AmpSettings(level, device_type, half_dtype(device_type))
 
 
 class LossScaler:
@@ -56,7 +53,7 @@ class LossScaler:
 
     Dynamic: halve (divide by ``factor``) on overflow and skip the step; multiply by ``factor``
     after ``window`` clean steps. Static: a fixed scale, overflowed steps skipped. Disabled: a
-    pass-through that still reports non-finite gradients when asked (``drop_overflow_update``).
+    pass-through that still reports non-finite gradients when asked (the trainer always asks).
     """
 
     def __init__(self, enabled: bool, dynamic: bool, scale: float = 1.0, factor: float = 2.0, window: int = 2000):

@@ -181,7 +181,7 @@ def build_split_loader(cfg: Config, split: str, dataset: DetDataset, rank: int, 
     workers = worker_count(lc.num_workers, world_size, f"{split}.loader.num_workers")
     return build_loader(dataset, batch_size=lc.batch_size, shuffle=lc.shuffle and train,
                         drop_remainder=lc.drop_remainder if train else False, num_workers=workers,
-                        seed=cfg.system.seed, rank=rank, world_size=world_size, pin_memory=device.type == "cuda",
+                        seed=cfg.system.seed, rank=rank, world_size=world_size, pin_memory=device.type != "cpu",
                         prefetch_factor=lc.prefetch_factor, persistent_workers=lc.persistent_workers,
                         pad_shards=train)
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from textdet import device
 from textdet.errors import TextdetError
 from textdet.hub import safe_load
 
@@ -70,18 +71,15 @@ def model_state(obj: dict) -> dict:
 
 
 def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "device": device.rng_state()}
 
 
 def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    device.set_rng_state(state.get("device", {}))
 
 
 class EpochCheckpoints:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from textdet import device
 from textdet.errors import ConfigError
 
 
@@ -55,17 +56,10 @@ def init_distributed(distribute: bool, device_type: str) -> DistInfo:
             "system.distribute is True but the process was not started by torchrun (RANK/WORLD_SIZE unset); "
             "launch with `torchrun --nproc_per_node=N -m textdet train -c CFG` or set -o system.distribute=false"
         )
-    backend = "nccl" if device_type == "cuda" else "gloo"
-    if backend == "nccl" and not dist.is_nccl_available():
-        backend = "gloo"
+    backend = device.dist_backend(device_type)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device_type == "cuda":
-        if local_rank >= torch.cuda.device_count():
-            raise ConfigError(
-                f"LOCAL_RANK={local_rank} but only {torch.cuda.device_count()} CUDA device(s) are visible: "
-                "lower --nproc_per_node or check CUDA_VISIBLE_DEVICES"
-            )
-        torch.cuda.set_device(local_rank)
+    if device_type != "cpu":
+        device.set_device(device_type, local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
     _INFO = DistInfo(dist.get_rank(), dist.get_world_size(), local_rank)

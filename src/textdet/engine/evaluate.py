@@ -8,11 +8,11 @@ import os
 import torch
 
 from textdet.config import Config
+from textdet.device import is_accelerator, pick_device
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
 from textdet.engine.evaluator import Evaluator, ThresholdSweep, timed_run
 from textdet.engine.feed import DeviceInput
-from textdet.engine.trainer import pick_device
 from textdet.errors import ConfigError, TextdetError
 from textdet.hub import download, is_url
 from textdet.models import read_state_dict
@@ -51,7 +51,7 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
     build.validate(cfg, ("eval",))
     path = resolve_ckpt(cfg, ckpt)
     dev = pick_device(device)
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), dev.type == "cuda")
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), is_accelerator(dev))
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, dev)
     model = build.build_model_from_config(cfg, pretrained_backbone=False)

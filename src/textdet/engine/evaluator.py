@@ -114,7 +114,7 @@ class Evaluator:
         prob = preds[name]
         out = {name: prob.float().cpu()}
         thresh = getattr(self.postprocess, "binary_thresh", None)
-        if prob.is_cuda and thresh is not None:
+        if prob.device.type != "cpu" and thresh is not None:
             out["bitmap"] = (prob >= thresh).cpu()
         return out
 

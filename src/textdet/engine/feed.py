@@ -1,8 +1,7 @@
 """Feeding the device: batches to the device, uint8 images normalised there, next batch prefetched.
 
-This is MindOCR's ``dataset_sink_mode`` in PyTorch terms: on CUDA a side stream copies (pinned,
-non-blocking) and normalises batch k+1 while batch k computes; on CPU it degrades to a plain
-iterator, so it is harmless to leave on.
+What MindOCR's ``dataset_sink_mode`` buys, always on: on an accelerator a side stream copies (pinned,
+non-blocking) and normalises batch k+1 while batch k computes; on the CPU it is a plain iterator.
 """
 
 from __future__ import annotations
@@ -13,12 +12,14 @@ from typing import Any
 
 import torch
 
+from textdet import device
+
 
 class DeviceInput:
     """Moves a collated batch to ``device``; turns uint8 NHWC images into normalised float NCHW.
 
     A uint8 NHWC batch permuted to NCHW is already channels_last in memory, which convolutions on
-    CUDA prefer; float NCHW images (a pipeline that normalised in workers) are passed through.
+    accelerators prefer; float NCHW images (a pipeline that normalised in workers) are passed through.
     """
 
     def __init__(self, device: torch.device, normalize: dict | None = None, channels_last: bool = False,
@@ -62,10 +63,9 @@ class Prefetcher:
     figure behind the data-wait share in the logs).
     """
 
-    def __init__(self, loader: Iterable, feed: DeviceInput, enabled: bool):
+    def __init__(self, loader: Iterable, feed: DeviceInput):
         self.loader, self.feed = loader, feed
-        self.cuda = enabled and feed.device.type == "cuda"
-        self.stream = torch.cuda.Stream(feed.device) if self.cuda else None
+        self.stream = device.new_stream(feed.device)
         self.wait = 0.0
 
     def _fetch(self, it: Iterator) -> tuple[dict | None, float]:
@@ -78,7 +78,7 @@ class Prefetcher:
 
     def __iter__(self) -> Iterator[dict]:
         it = iter(self.loader)
-        if not self.cuda:
+        if self.stream is None:
             while True:
                 batch, self.wait = self._fetch(it)
                 if batch is None:
@@ -87,11 +87,12 @@ class Prefetcher:
         batch, wait = self._fetch(it)
         nxt = self._to_device(batch)
         while nxt is not None:
-            torch.cuda.current_stream().wait_stream(self.stream)
+            compute = device.current_stream(self.feed.device)
+            compute.wait_stream(self.stream)
             current = nxt
             for v in current.values():
-                if torch.is_tensor(v) and v.is_cuda:
-                    v.record_stream(torch.cuda.current_stream())
+                if torch.is_tensor(v) and v.device.type != "cpu":
+                    v.record_stream(compute)
             self.wait = wait
             batch, wait = self._fetch(it)  # overlaps with the compute of `current`
             nxt = self._to_device(batch)
@@ -100,5 +101,5 @@ class Prefetcher:
     def _to_device(self, batch: dict | None) -> dict | None:
         if batch is None:
             return None
-        with torch.cuda.stream(self.stream):
+        with device.use_stream(self.stream):
             return self.feed(batch)

@@ -11,6 +11,8 @@ import logging
 import os
 import time
 
+logger = logging.getLogger("textdet")
+
 
 def process_start_time() -> float:
     """Wall-clock time at which this process started (Linux /proc), else the time of this import."""
@@ -87,5 +89,5 @@ def enable_compile_cache() -> str:
         inductor_config.autotune_local_cache = True
     except (ImportError, AttributeError):  # older torch: the directory alone still helps
         pass
-    logging.getLogger("textdet").info("torch.compile cache: %s (the first run compiles; later runs reuse it)", folder)
+    logger.info("torch.compile cache: %s (the first run compiles; later runs reuse it)", folder)
     return folder

@@ -12,7 +12,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -21,8 +20,9 @@ from torch import nn
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
+from textdet.device import is_accelerator, pick_device, synchronize
 from textdet.engine import build, distributed
-from textdet.engine.amp import LossScaler, amp_settings, apply_o3
+from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.checkpoint import (
     EpochCheckpoints,
     atomic_save,
@@ -35,25 +35,20 @@ from textdet.engine.checkpoint import (
 from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
-from textdet.engine.logs import MetricsWriter, setup_logging
+from textdet.engine.logs import EpochStats, MetricsWriter, setup_logging
 from textdet.engine.optim import build_optimizer
 from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache
-from textdet.errors import ConfigError
+from textdet.errors import ConfigError, TextdetError
 from textdet.models import count_parameters
 
 logger = logging.getLogger("textdet")
 
 
-def pick_device(name: str | None) -> torch.device:
-    """``--device`` or CUDA when available (the local rank's card under torchrun), else CPU."""
-    if name:
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device("cpu")
+class TrainingDiverged(TextdetError):
+    """Too many consecutive optimizer steps with a non-finite loss or gradients."""
 
 
 def seed_everything(seed: int, rank: int) -> None:
@@ -62,34 +57,6 @@ def seed_everything(seed: int, rank: int) -> None:
     random.seed(seed + rank)
     np.random.seed(seed + rank)
     torch.manual_seed(seed + rank)
-
-
-@dataclass
-class EpochStats:
-    """Sums over an epoch (or a log window); loss terms stay on the device until read."""
-
-    steps: int = 0
-    images: int = 0
-    wait: float = 0.0
-    start: float = field(default_factory=time.perf_counter)
-    terms: dict[str, torch.Tensor] = field(default_factory=dict)
-
-    def add(self, losses: dict[str, torch.Tensor], n_images: int, wait: float) -> None:
-        self.steps += 1
-        self.images += n_images
-        self.wait += wait
-        for k, v in losses.items():
-            v = v.detach()
-            self.terms[k] = self.terms[k] + v if k in self.terms else v.clone()
-
-    def summary(self) -> dict[str, float]:
-        elapsed = time.perf_counter() - self.start
-        out = {k: float(v) / max(self.steps, 1) for k, v in self.terms.items()}
-        out.update(time=elapsed, step_ms=1000 * elapsed / max(self.steps, 1),
-                   img_per_s=self.images / max(elapsed, 1e-9), data_wait_s=self.wait,
-                   data_wait_share=self.wait / max(elapsed, 1e-9),
-                   compute_s=max(elapsed - self.wait, 0.0))
-        return out
 
 
 class Trainer:
@@ -128,20 +95,19 @@ class Trainer:
         self._build_optimisation()
         self._wrap(compile)
 
-        # State.
         self.epoch, self.global_step, self.best, self.step_in_epoch = 0, 0, -math.inf, 0
         self.last_save_t = time.perf_counter()
         self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
         if resume_path:
             self._resume(resume_path)
-        self.feed = DeviceInput(self.device, self.normalize, channels_last=self.device.type == "cuda")
-        self.sink = cfg.train.dataset_sink_mode
+        self.feed = DeviceInput(self.device, self.normalize, channels_last=is_accelerator(self.device))
         self.evaluator = None
         if self.evaluate_enabled:
             eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
                                                    self.device)
-            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,
-                                       DeviceInput(self.device, self.eval_normalize), self.amp, self.progress)
+            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,  # precision as `textdet eval`
+                                       DeviceInput(self.device, self.eval_normalize),
+                                       amp_settings(cfg.system.amp_level_infer, self.device.type), self.progress)
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
@@ -149,7 +115,7 @@ class Trainer:
         """Checks first, then data: a typo or a wrong path fails in seconds, before any model is built."""
         cfg, dry_run = self.cfg, self.dry_run
         build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
-        on_gpu = self.device.type == "cuda"
+        on_gpu = is_accelerator(self.device)
         train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), on_gpu)
         self.train_set = build.build_dataset(cfg, "train", train_pipe)
         self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
@@ -179,9 +145,7 @@ class Trainer:
         self.n_params = count_parameters(model, trainable_only=True)
         self.n_params_total = count_parameters(model, trainable_only=False)
         model.to(self.device)
-        if cfg.system.amp_level == "O3":
-            apply_o3(model, self.amp.dtype)
-        if self.device.type == "cuda":
+        if is_accelerator(self.device):
             model.to(memory_format=torch.channels_last)
         self.model = model  # the raw module: checkpoints and EMA read it
         self.loss_fn = build.build_loss_from_config(cfg).to(self.device)
@@ -209,13 +173,17 @@ class Trainer:
                                  ls.scale_window)
         self.ema = ModelEMA(model, cfg.train.ema_decay) if cfg.train.ema else None
         self.params = [p for p in model.parameters() if p.requires_grad]
+        # BatchNorm statistics after the last good step: a skipped (non-finite) step puts them back.
+        self.buffers = [b for b in model.buffers() if b.is_floating_point()]
+        self.good_buffers = [b.clone() for b in self.buffers]
+        self.bad_run = 0  # consecutive skipped optimizer steps
 
     def _wrap(self, compile: str) -> None:
         """DDP and torch.compile wrap the forward only; the raw module stays in self.model."""
         model = self.model
         self.forward_model: nn.Module = model
         if self.dist.enabled:
-            ids = [self.device.index] if self.device.type == "cuda" else None
+            ids = [self.device.index] if is_accelerator(self.device) else None
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
         self.compiled = self._want_compile(compile)
         if self.compiled:
@@ -235,7 +203,7 @@ class Trainer:
             return True
         if mode == "off" or self.cfg.system.mode == 1:
             return False
-        if self.device.type != "cuda":
+        if not is_accelerator(self.device):
             logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
                         "(force it with --compile on)")
             return False
@@ -277,10 +245,12 @@ class Trainer:
             summary = stats.summary()
             record = {"epoch": epoch + 1, **{k: summary[k] for k in stats.terms}, "lr": self.schedule(
                 max(self.global_step - 1, 0)), "epoch_time": summary["time"], "img_per_s": summary["img_per_s"],
-                "data_wait_share": summary["data_wait_share"], "step_ms": summary["step_ms"]}
+                "data_wait_share": summary["data_wait_share"], "step_ms": summary["step_ms"],
+                "skipped_steps": stats.bad // self.accum}
             logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: %.2f "
-                        "img/s, data wait: %.1f%%", epoch + 1, E, record.get("loss", float("nan")), summary["time"],
-                        summary["step_ms"], summary["img_per_s"], 100 * summary["data_wait_share"])
+                        "img/s, data wait: %.1f%%, skipped steps (non-finite): %d", epoch + 1, E,
+                        record.get("loss", float("nan")), summary["time"], summary["step_ms"], summary["img_per_s"],
+                        100 * summary["data_wait_share"], record["skipped_steps"])
             if epoch == self.epoch:
                 self._report_compile(summary, stats.steps)
             if epoch == self.epoch or epoch + 1 == E:
@@ -309,9 +279,10 @@ class Trainer:
         stats, window = EpochStats(), EpochStats()
         steps = self.steps_per_epoch
         bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
-        batches = Prefetcher(source, self.feed, enabled=self.sink or self.device.type == "cuda")
+        batches = Prefetcher(source, self.feed)
         skipped = 0
         usable = self.opt_steps_per_epoch * self.accum  # a trailing partial accumulation is not stepped
+        pending: list = []  # (losses, images, wait) of this accumulation window, counted once it is stepped
         self.optimizer.zero_grad(set_to_none=True)
         for i, batch in enumerate(batches, start):
             if i >= usable:
@@ -321,15 +292,18 @@ class Trainer:
                 self.startup.total("total_to_first_batch")
             skipped += batch.get("_skipped", 0)
             last_micro = (i + 1) % self.accum == 0
-            losses = self.train_step(batch, sync=last_micro)
+            pending.append((self.train_step(batch, sync=last_micro), batch["image"].shape[0], batches.wait))
             if last_micro:
-                self.optimizer_step()
-                if i + 1 < usable and resume_due(cfg.train.ckpt_interval_steps, self.global_step,
-                                                 time.perf_counter() - self.last_save_t):
+                bad = self.optimizer_step()
+                for item in pending:
+                    stats.add(*item, bad=bad)
+                    window.add(*item, bad=bad)
+                pending.clear()
+                if bad:
+                    self._check_bad_run(epoch, i + 1)
+                elif i + 1 < usable and resume_due(cfg.train.ckpt_interval_steps, self.global_step,
+                                                   time.perf_counter() - self.last_save_t):
                     self._save_resume(epoch, i + 1)
-            n = batch["image"].shape[0]
-            stats.add(losses, n, batches.wait)
-            window.add(losses, n, batches.wait)
             if epoch == self.epoch and i == start:
                 self._first_step_done()
             if bar is not None:
@@ -354,26 +328,45 @@ class Trainer:
             self.scaler.scale_loss(losses["loss"] / self.accum).backward()
         return losses
 
-    def optimizer_step(self) -> None:
-        """Unscale, check, clip, step with the scheduled LR, update EMA."""
-        overflow = self.scaler.unscale_and_check(self.params, check=self.cfg.system.drop_overflow_update)
-        if self.cfg.train.clip_grad:
-            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_norm)
-        if not overflow:
+    def optimizer_step(self) -> bool:
+        """Unscale, check, clip, step, EMA; a non-finite step (fp16 overflow, NaN data) is undone: returns True."""
+        bad = self.scaler.unscale_and_check(self.params, check=True)
+        if bad:
+            torch._foreach_copy_(self.buffers, self.good_buffers)
+        else:
+            if self.cfg.train.clip_grad:
+                torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_norm)
             lr = self.schedule(self.global_step)
             for g in self.optimizer.param_groups:
                 g["lr"] = lr
             self.optimizer.step()
-        self.scaler.update(overflow)
+            torch._foreach_copy_(self.good_buffers, self.buffers)
+            if self.ema is not None:
+                self.ema.update(self.model)
+        self.scaler.update(bad)
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
-        if self.ema is not None and not overflow:
-            self.ema.update(self.model)
+        self.bad_run = self.bad_run + 1 if bad else 0
+        return bad
+
+    def _check_bad_run(self, epoch: int, step: int) -> None:
+        """Log a skipped step; stop after train.max_bad_steps in a row (fp16 loss scaling may still back off)."""
+        logger.warning("epoch %d step %d: non-finite loss or gradients, step skipped (%d in a row)", epoch + 1, step,
+                       self.bad_run)
+        limit = self.cfg.train.max_bad_steps
+        backing_off = self.scaler.enabled and self.scaler.dynamic and self.scaler.scale > 1
+        if self.bad_run < limit or backing_off:
+            return
+        ckpt = os.path.join(self.run_dir, "train_resume.ckpt")
+        last = f"the last good checkpoint is {ckpt}" if os.path.isfile(ckpt) else "no checkpoint was written yet"
+        raise TrainingDiverged(
+            f"stopped at epoch {epoch + 1} step {step}: {self.bad_run} optimizer steps in a row had a non-finite loss "
+            f"or gradients (train.max_bad_steps={limit}); none changed the weights and {last}. Try a lower "
+            "scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for bad labels")
 
     # ----------------------------------------------------------------------------------------- periodic work
     def _first_step_done(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)
         self.first_step_s = self.startup.mark("first step" + (" (includes compile)" if self.compiled else ""),
                                               return_stage=True)
         self.startup.total("total_to_first_step")
@@ -398,9 +391,9 @@ class Trainer:
         wait_ms = 1000 * s["data_wait_s"] / max(window.steps, 1)
         logger.info(
             "epoch: [%d/%d] step: [%d/%d], loss: %.6f, lr: %.6f, per step time: %.3f ms, fps per card: %.2f img/s, "
-            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data)", epoch + 1, E, step, S,
-            s.get("loss", float("nan")), self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"],
-            wait_ms, s["step_ms"] - wait_ms, 100 * s["data_wait_share"])
+            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data), skipped steps: %d", epoch + 1, E, step,
+            S, s.get("loss", float("nan")), self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"],
+            wait_ms, s["step_ms"] - wait_ms, 100 * s["data_wait_share"], window.bad // self.accum)
 
     def eval_model(self) -> nn.Module:
         return self.ema.module if self.ema is not None else self.model

@@ -1,8 +1,9 @@
 """DBNet loss: balanced BCE with per-image OHEM on P, masked L1 on T, Dice on B (MindOCR's DBLoss).
 
 Every term is computed in fp32 with autocast disabled: DB losses in fp16 diverge (PaddleOCR
-#10874), and BCE on probabilities is not autocast-safe. Nothing here synchronises with the host
-(no ``.item()``, no data-dependent shapes), so the loss can sit inside a compiled / CUDA-graph step.
+#10874). BCE runs on P's logits when the head gives them (exact where P rounds to 0 or 1). Nothing
+here synchronises with the host (no ``.item()``, no data-dependent shapes), so the loss can sit
+inside a compiled / CUDA-graph step.
 """
 
 from __future__ import annotations
@@ -122,13 +123,15 @@ class DBLoss(nn.Module):
             f"negative_ratio={self.negative_ratio}, min_negatives={self.min_negatives}"
         )
 
-    def balanced_bce(self, pred: Tensor, gt: Tensor, mask: Tensor) -> Tensor:
-        """Balanced BCE with per-image OHEM; pred, gt, mask fp32 (N, H, W), pred in [0, 1]."""
+    def balanced_bce(self, pred: Tensor, gt: Tensor, mask: Tensor, logits: Tensor | None = None) -> Tensor:
+        """Balanced BCE with per-image OHEM; pred, gt, mask fp32 (N, H, W), pred in [0, 1]; logits of pred."""
         n = pred.shape[0]
         pos = gt * mask
         neg = (1.0 - gt) * mask
-        # binary_cross_entropy clamps log() at -100, so P exactly 0 or 1 stays finite.
-        loss = F.binary_cross_entropy(pred, gt, reduction="none")
+        if logits is not None:
+            loss = F.binary_cross_entropy_with_logits(logits, gt, reduction="none")
+        else:  # clamps log() at -100: P exactly 0 or 1 stays finite, but its gradient is lost
+            loss = F.binary_cross_entropy(pred, gt, reduction="none")
         npos = pos.sum(dim=(1, 2))
         valid = (neg > 0).view(n, -1)
         navail = valid.sum(dim=1)
@@ -151,7 +154,7 @@ class DBLoss(nn.Module):
 
         Args:
             preds: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T and B optional), each
-                probabilities (N, 1, H, W); a bare tensor is taken as P.
+                probabilities (N, 1, H, W), and optionally ``"binary_logits"``; a bare tensor is taken as P.
             binary_map: shrunk text gt (N, 1, H, W) or (N, H, W), 0/1.
             mask: (N, H, W), 0 where pixels are ignored.
             thresh_map: border-map target (N, H, W); needed when T is given.
@@ -175,7 +178,9 @@ class DBLoss(nn.Module):
             if self.bce_replace == "diceloss":
                 loss_prob = dice_loss(prob, gt, m, self.eps)
             else:
-                loss_prob = self.balanced_bce(prob, gt, m)
+                logits = preds.get("binary_logits")
+                logits = None if logits is None else _as_nhw(logits, "preds['binary_logits']", shape)
+                loss_prob = self.balanced_bce(prob, gt, m, logits)
             zero = loss_prob.new_zeros(())
             loss_thresh, loss_binary = zero, zero
             if "thresh" not in preds and "thresh_binary" not in preds:

@@ -70,7 +70,7 @@ class DBNet(nn.Module):
 
     Shapes:
         images (N, 3, H, W) float, H and W multiples of 32 ->
-        training: {"binary": P, "thresh": T, "thresh_binary": B}, each (N, 1, H, W);
+        training: {"binary": P, "binary_logits", "thresh": T, "thresh_binary": B}, each (N, 1, H, W);
         eval: {"binary": P}.
     """
 

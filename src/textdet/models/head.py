@@ -9,7 +9,7 @@ from textdet.models.fpn import db_init_
 
 
 def _branch(in_channels: int, bias: bool) -> nn.Sequential:
-    """Conv3x3 + BN + ReLU + ConvT2x2/2 + BN + ReLU + ConvT2x2/2 + Sigmoid: stride 4 -> input resolution."""
+    """Conv3x3 + BN + ReLU + ConvT2x2/2 + BN + ReLU + ConvT2x2/2: logits, stride 4 -> input resolution."""
     mid = in_channels // 4
     return nn.Sequential(
         nn.Conv2d(in_channels, mid, 3, padding=1, bias=bias),
@@ -19,15 +19,16 @@ def _branch(in_channels: int, bias: bool) -> nn.Sequential:
         nn.BatchNorm2d(mid),
         nn.ReLU(inplace=True),
         nn.ConvTranspose2d(mid, 1, 2, 2),
-        nn.Sigmoid(),
     )
 
 
 class DBHead(nn.Module):
     """DBNet's head (MindOCR ``DBHead``): two identical branches, ``segm`` (P) and ``thresh`` (T).
 
-    B follows the paper, ``B = 1 / (1 + exp(-k (P - T)))``, computed in float32 with autocast disabled
-    (k = 50 turns bf16/fp16 rounding of P - T into large errors in B). MindOCR's DBHead computes
+    B follows the paper, ``B = 1 / (1 + exp(-k (P - T)))``. The sigmoids and B run in float32 with
+    autocast disabled: a half-precision sigmoid rounds P to exactly 1 above a logit of ~8 (fp16) or ~6
+    (bf16), which gives BCE a NaN or zero gradient on the hard negatives OHEM picks, and k = 50 turns
+    half rounding of P - T into large errors in B. Training also hands the loss P's logits. MindOCR's DBHead computes
     ``sigmoid(k * P - T)``, a known deviation from the paper that we deliberately do not copy, so
     MindOCR-trained thresh branches are not interchangeable with ours at the binarization step.
 
@@ -42,9 +43,9 @@ class DBHead(nn.Module):
         adaptive: compute T and B in training; if False the head only ever returns P.
 
     Shapes:
-        (N, in_channels, H/4, W/4) -> training (and adaptive): {"binary": P, "thresh": T,
-        "thresh_binary": B}, each (N, 1, H, W); eval: {"binary": P} (the thresh branch is not run).
-        P and T have the compute dtype (bf16/fp16 under autocast); B is always float32.
+        (N, in_channels, H/4, W/4) -> training: {"binary": P, "binary_logits": logit(P), "thresh": T,
+        "thresh_binary": B} (T and B when adaptive), each (N, 1, H, W); eval: {"binary": P} (the thresh
+        branch is not run). P, T and B are float32; the logits have the compute dtype.
     """
 
     def __init__(self, in_channels: int, k: float = 50, bias: bool = False, adaptive: bool = True) -> None:
@@ -58,10 +59,14 @@ class DBHead(nn.Module):
         db_init_(self)
 
     def forward(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
-        binary = self.segm(features)
-        if not (self.training and self.adaptive):
-            return {"binary": binary}
-        thresh = self.thresh(features)
-        with torch.autocast(device_type=binary.device.type, enabled=False):
-            thresh_binary = torch.sigmoid(self.k * (binary.float() - thresh.float()))
-        return {"binary": binary, "thresh": thresh, "thresh_binary": thresh_binary}
+        logits = self.segm(features)
+        t_logits = self.thresh(features) if self.training and self.adaptive else None
+        with torch.autocast(device_type=logits.device.type, enabled=False):
+            binary = torch.sigmoid(logits.float())
+            if not self.training:
+                return {"binary": binary}
+            out = {"binary": binary, "binary_logits": logits}
+            if t_logits is not None:
+                out["thresh"] = torch.sigmoid(t_logits.float())
+                out["thresh_binary"] = torch.sigmoid(self.k * (binary - out["thresh"]))
+        return out

@@ -1,0 +1,276 @@
+"""Run every accelerator-only path of textdet once and print one JSON object (exit 1 on any failure).
+
+Run: ``python benchmarks/gpu_check.py [--device cuda:0] [--skip-throughput]``
+
+Paths: pinned-memory prefetch on a side stream, uint8 batches normalised on the device, fp16 with
+dynamic loss scaling and an injected overflow, bf16, O3, channels_last, torch.compile cold then warm
+(the persistent cache), the device-side bitmap threshold in evaluation (same metric as on the CPU),
+DDP at world size 1 with the device's backend (nccl on CUDA), ONNX Runtime's device provider when
+installed, the targets benchmark, then DBNet-R50 640x640 training img/s (fp32, fp16, bf16) and the
+data-wait share with the real loader on synthetic 1280x720 data. Under 5 minutes on one GPU.
+Without an accelerator it says so and exits 0 at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+import textdet
+from textdet import device as dev
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECIPE = os.path.join(os.path.dirname(textdet.__file__), "recipes", "synthetic_dbnet_r18.yaml")
+R50 = os.path.join(HERE, "..", "configs", "db_r50_icdar15.yaml")
+TINY = {"model.backbone.width": 8, "model.neck.out_channels": 32, "train.loader.batch_size": 4,
+        "train.loader.num_workers": 2, "eval.loader.batch_size": 2, "eval.loader.num_workers": 1,
+        "scheduler.num_epochs": 1, "scheduler.warmup_epochs": 0, "system.log_interval": 4}
+
+
+def overrides(root: str, run_dir: str, **extra) -> list[str]:
+    opts = {**TINY, "train.dataset.dataset_root": root, "eval.dataset.dataset_root": root,
+            "train.ckpt_save_dir": run_dir, "eval.ckpt_load_path": os.path.join(run_dir, "best.ckpt"), **extra}
+    return [f"{k}={v}" for k, v in opts.items()]
+
+
+def textdet_cli(*args: str, timeout: int = 300, launcher: tuple[str, ...] = ("-m", "textdet")) -> str:
+    out = subprocess.run([sys.executable, *launcher, *args], capture_output=True, text=True, timeout=timeout)
+    if out.returncode:
+        raise RuntimeError(f"{' '.join(args[:2])} exited {out.returncode}: {out.stderr[-1500:]}")
+    return out.stdout
+
+
+def trainer(root: str, run_dir: str, device: str, **extra):
+    from textdet.config import load_config
+    from textdet.engine.trainer import Trainer
+
+    return Trainer(load_config(RECIPE, overrides(root, run_dir, **extra)), device=device, compile="off",
+                   progress=False)
+
+
+# ------------------------------------------------------------------------------------------ the checks
+def check_prefetch_and_device_normalise(ctx: dict) -> dict:
+    """Side-stream prefetch of pinned uint8 batches, normalised on the device == normalised on the CPU."""
+    from textdet.engine.feed import DeviceInput, Prefetcher
+
+    t = trainer(ctx["root"], ctx["tmp"] + "/prefetch", ctx["device"])
+    assert t.normalize is not None, "the pipeline's normalisation was not moved to the device"
+    assert t.train_loader.pin_memory, "the loader does not pin memory"
+    raw = next(iter(t.train_loader))
+    batches = Prefetcher([raw], t.feed)
+    assert batches.stream is not None, "no side stream"
+    first = next(iter(batches))
+    on_cpu = DeviceInput(torch.device("cpu"), t.normalize)(raw)["image"]
+    diff = float((first["image"].cpu() - on_cpu).abs().max())
+    assert raw["image"].dtype == torch.uint8 and diff < 1e-4, f"device vs CPU normalisation differ by {diff}"
+    return {"max_abs_diff": diff}
+
+
+def _steps(t, n: int = 3) -> list[float]:
+    from textdet.engine.feed import Prefetcher
+
+    losses = []
+    for i, batch in enumerate(Prefetcher(t.train_loader, t.feed)):
+        if i == n:
+            break
+        losses.append(float(t.train_step(batch, sync=True)["loss"]))
+        t.optimizer_step()
+    assert all(x == x and abs(x) < 1e4 for x in losses), f"losses {losses}"
+    return losses
+
+
+def check_fp16_loss_scaling_overflow(ctx: dict) -> dict:
+    t = trainer(ctx["root"], ctx["tmp"] + "/fp16", ctx["device"], **{"system.amp_level": "O2",
+                "loss_scaler.type": "dynamic", "loss_scaler.loss_scale": 1024})
+    assert t.amp.dtype == torch.float16 and t.scaler.enabled
+    losses = _steps(t, 2)
+    batch = next(iter(t.train_loader))
+    t.train_step(t.feed(batch), sync=True)
+    t.params[0].grad.fill_(float("inf"))  # the injected overflow
+    before = [p.detach().clone() for p in t.params[:5]]
+    scale = t.scaler.scale
+    assert t.optimizer_step() is True, "the overflow step was not detected"
+    assert t.scaler.scale == scale / 2, f"scale {scale} -> {t.scaler.scale}, expected halved"
+    assert all(torch.equal(a, p) for a, p in zip(before, t.params[:5], strict=True)), "overflow step changed weights"
+    return {"losses": losses, "scale_after_overflow": t.scaler.scale}
+
+
+def check_bf16(ctx: dict) -> dict:
+    t = trainer(ctx["root"], ctx["tmp"] + "/bf16", ctx["device"], **{"system.amp_level": "O2"})
+    t.amp.dtype, t.scaler.enabled = torch.bfloat16, False  # bf16 autocast on the accelerator, no scaling
+    return {"losses": _steps(t)}
+
+
+def check_o3_and_channels_last(ctx: dict) -> dict:
+    t = trainer(ctx["root"], ctx["tmp"] + "/o3", ctx["device"], **{"system.amp_level": "O3"})
+    assert all(p.dtype == torch.float32 for p in t.params), "O3 must keep fp32 master weights"
+    conv = next(m for m in t.model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size[0] > 1)
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last), "model not channels_last"
+    return {"losses": _steps(t)}
+
+
+def check_compile_cold_warm(ctx: dict) -> dict:
+    """Two fresh processes: the second reuses the persistent compile cache."""
+    env_home = os.environ.setdefault("TEXTDET_HOME", os.path.join(ctx["tmp"], "home"))
+    result = {"cache": os.path.join(env_home, "compile_cache")}
+    for phase in ("cold", "warm"):
+        run = os.path.join(ctx["tmp"], f"compile-{phase}")
+        opts = [x for o in overrides(ctx["root"], run, **{"system.val_while_train": False}) for x in ("-o", o)]
+        textdet_cli("train", "-c", RECIPE, *opts, "--compile", "on", "--device", ctx["device"], "--no-progress",
+                    timeout=600)
+        result[f"{phase}_compile_s"] = json.load(open(os.path.join(run, "startup.json"))).get("compile_estimated")
+    return result
+
+
+def check_eval_device_bitmap(ctx: dict) -> dict:
+    """The bitmap thresholded on the device gives the metric of a CPU evaluation of the same weights."""
+    from textdet.config import load_config
+    from textdet.engine.evaluate import evaluate_checkpoint
+
+    run = os.path.join(ctx["tmp"], "evalrun")
+    t = trainer(ctx["root"], run, ctx["device"], **{"scheduler.num_epochs": 2})
+    t.fit()
+    cfg = load_config(RECIPE, overrides(ctx["root"], run))
+    on_dev = evaluate_checkpoint(cfg, device=ctx["device"])
+    on_cpu = evaluate_checkpoint(cfg, device="cpu")
+    keys = ("recall", "precision", "f-score")
+    assert all(abs(on_dev[k] - on_cpu[k]) < 1e-6 for k in keys), f"device {on_dev} vs cpu {on_cpu}"
+    return {k: on_dev[k] for k in keys}
+
+
+def check_ddp_world_1(ctx: dict) -> dict:
+    run = os.path.join(ctx["tmp"], "ddp")
+    opts = [x for o in overrides(ctx["root"], run, **{"system.distribute": True}) for x in ("-o", o)]
+    textdet_cli("--nproc_per_node=1", "-m", "textdet", "train", "-c", RECIPE, *opts, "--no-progress",
+                launcher=("-m", "torch.distributed.run"))
+    log = open(os.path.join(run, "train.log")).read()
+    return {"backend": dev.dist_backend(torch.device(ctx["device"]).type), "trained": "epoch: [1/1]" in log}
+
+
+def check_onnxruntime_provider(ctx: dict) -> dict:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return {"skipped": "onnxruntime not installed"}
+    kind = torch.device(ctx["device"]).type
+    provider = dev.ort_providers(kind, ort.get_available_providers())[0]
+    run = os.path.join(ctx["tmp"], "evalrun")
+    onnx_path = os.path.join(ctx["tmp"], "tiny.onnx")
+    opts = [x for o in overrides(ctx["root"], run) for x in ("-o", o)]
+    textdet_cli("export", "-c", RECIPE, *opts, "--ckpt", os.path.join(run, "best.ckpt"), "--out", onnx_path)
+    out = textdet_cli("eval", "-c", RECIPE, *opts, "--onnx", onnx_path, "--device", ctx["device"], "--json")
+    return {"provider": provider, "eval": json.loads(out.strip().splitlines()[-1])}
+
+
+def check_targets_on_device(ctx: dict) -> dict:
+    """Target maps: the CPU benchmark here; a device-side variant (train.targets_on_device) is timed when present."""
+    out = subprocess.run([sys.executable, os.path.join(HERE, "bench_targets.py"), "--samples", "5", "--repeats", "2"],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-1500:])
+    return {"bench_targets": out.stdout.strip().splitlines()[-3:]}
+
+
+def check_r50_throughput(ctx: dict) -> dict:
+    """DBNet-R50, batch 8 of 640x640: training img/s per precision, and the data-wait share of the real loader."""
+    from textdet.config import load_config
+    from textdet.engine import build
+
+    cfg = load_config(R50, ["model.backbone.pretrained=false"])
+    device = torch.device(ctx["device"])
+    model = build.build_model_from_config(cfg, pretrained_backbone=False).to(device).train()
+    model.to(memory_format=torch.channels_last)
+    loss_fn = build.build_loss_from_config(cfg).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    x = torch.randn(8, 3, 640, 640, device=device).contiguous(memory_format=torch.channels_last)
+    gt = {"binary_map": (torch.rand(8, 1, 640, 640, device=device) > 0.8).float(),
+          "mask": torch.ones(8, 640, 640, device=device), "thresh_map": torch.rand(8, 640, 640, device=device),
+          "thresh_mask": torch.ones(8, 640, 640, device=device)}
+    result = {}
+    for name, dtype in (("fp32", None), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+        for i in range(25):
+            if i == 5:
+                dev.synchronize(device)
+                t0 = time.perf_counter()
+            with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                preds = model(x)
+            scaler.scale(loss_fn(preds, **gt)["loss"]).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+        dev.synchronize(device)
+        result[f"train_img_per_s_{name}"] = round(8 * 20 / (time.perf_counter() - t0), 1)
+    result["peak_memory_gib"] = round(dev.max_memory_gib(device) or 0, 2)
+    synth = os.path.join(ctx["tmp"], "synth720")
+    textdet_cli("synth", synth, "--train", "64", "--val", "4", "--size", "1280x720")
+    out = textdet_cli("bench", "train", "-c", R50, "-o", f"train.dataset.dataset_root={synth}",
+                      "-o", f"eval.dataset.dataset_root={synth}", "-o", "model.backbone.pretrained=false",
+                      "--n", "20", "--device", ctx["device"], "--json")
+    bench = json.loads(out.strip().splitlines()[-1])
+    result.update(loader_img_per_s=bench.get("img_per_s"), data_wait_share=bench.get("data_wait_share"))
+    return result
+
+
+CHECKS = {
+    "prefetch_side_stream_uint8_normalise": check_prefetch_and_device_normalise,
+    "fp16_dynamic_loss_scaling_overflow": check_fp16_loss_scaling_overflow,
+    "bf16": check_bf16,
+    "o3_channels_last": check_o3_and_channels_last,
+    "compile_cold_warm": check_compile_cold_warm,
+    "eval_device_bitmap": check_eval_device_bitmap,
+    "ddp_world_size_1": check_ddp_world_1,
+    "onnxruntime_provider": check_onnxruntime_provider,
+    "targets_on_device": check_targets_on_device,
+    "r50_throughput": check_r50_throughput,
+}
+
+
+def make_context(device: str, tmp: str) -> dict:
+    from textdet.data.synth import generate_dataset
+
+    root = os.path.join(tmp, "synth")
+    generate_dataset(root, n_train=16, n_val=4, seed=0, size=(256, 192), progress=False)
+    return {"device": device, "tmp": tmp, "root": root}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", help="the accelerator to check (default: the one torch sees)")
+    ap.add_argument("--skip-throughput", action="store_true", help="leave out the R50 img/s figures")
+    args = ap.parse_args()
+    kind = dev.accelerator()
+    if kind is None and not args.device:
+        print(json.dumps({"accelerator": None, "skipped": "no accelerator visible to torch "
+                          f"{torch.__version__}: nothing to check on this machine", "failed": []}))
+        return 0
+    device = str(dev.pick_device(args.device))
+    report: dict = {"accelerator": device, "torch": torch.__version__, "checks": {}, "failed": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = make_context(device, tmp)
+        for name, check in CHECKS.items():
+            if args.skip_throughput and name == "r50_throughput":
+                continue
+            t0 = time.perf_counter()
+            try:
+                result = {"ok": True, **check(ctx)}
+            except Exception as e:  # every path is reported, the run goes on
+                result = {"ok": False, "error": f"{type(e).__name__}: {e}", "where": traceback.format_exc()[-800:]}
+                report["failed"].append(name)
+            result["seconds"] = round(time.perf_counter() - t0, 1)
+            report["checks"][name] = result
+            print(f"{name}: {'ok' if result['ok'] else 'FAILED'} ({result['seconds']} s)", file=sys.stderr, flush=True)
+    print(json.dumps(report, indent=1, default=str))
+    return 1 if report["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

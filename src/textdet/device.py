@@ -1,0 +1,148 @@
+"""Every device-specific decision in one place: which device, its streams, sync, memory, half dtype, backend.
+
+Built on ``torch.accelerator`` so CUDA, Ascend NPU (with ``torch_npu``), XPU and MPS share one code
+path; the rest of textdet asks ``is_accelerator(device)`` and never names a vendor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+
+import torch
+
+from textdet.errors import TextdetError
+
+# Distributed backends; torch_npu registers "npu" -> "hccl" on import, this table is the fallback.
+_BACKENDS = {"cuda": "nccl", "npu": "hccl", "xpu": "xccl"}
+_PLUGINS = {"npu": "torch_npu"}  # device types that need an extra package imported to exist
+_ORT = {"cuda": "CUDAExecutionProvider", "npu": "CANNExecutionProvider"}  # ONNX Runtime's name per device
+
+
+def _load_plugin(kind: str) -> None:
+    if kind in _PLUGINS:
+        try:
+            importlib.import_module(_PLUGINS[kind])
+        except ImportError:
+            pkg = _PLUGINS[kind]
+            raise TextdetError(f"--device {kind}: needs the {pkg} package (pip install {pkg.replace('_', '-')} "
+                               "matching your torch and CANN); or use --device cpu") from None
+
+
+def accelerator() -> str | None:
+    """The accelerator type torch can use here ("cuda", "npu", "xpu", "mps"), or None."""
+    if not torch.accelerator.is_available():
+        return None
+    acc = torch.accelerator.current_accelerator()
+    return acc.type if acc is not None else None
+
+
+def pick_device(name: str | None = None) -> torch.device:
+    """``--device`` (cpu, cuda:N, npu:N, xpu, mps) or the accelerator when there is one (the local
+    rank's under torchrun), else the CPU. An unavailable device is an error naming the fix."""
+    if not name:
+        kind = accelerator()
+        return torch.device(kind, int(os.environ.get("LOCAL_RANK", "0"))) if kind else torch.device("cpu")
+    kind = str(name).partition(":")[0]
+    _load_plugin(kind)
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise TextdetError(f"--device {name}: {e}; expected cpu, cuda[:N], npu[:N], xpu[:N] or mps") from None
+    if device.type != "cpu" and accelerator() != device.type:
+        raise TextdetError(f"--device {name}: no {device.type} device is available here (torch {torch.__version__}, "
+                           f"accelerator: {accelerator() or 'none'}); use --device cpu")
+    if device.index is not None and device.index >= torch.accelerator.device_count():
+        raise TextdetError(f"--device {name}: only {torch.accelerator.device_count()} {device.type} device(s) visible")
+    return device
+
+
+def is_accelerator(device: torch.device) -> bool:
+    """Not the CPU: streams, pinned memory, channels_last and device-side thresholding pay off."""
+    return device.type != "cpu"
+
+
+def half_dtype(device_type: str) -> torch.dtype:
+    """Autocast dtype for O1-O3: bf16 on the CPU (no fp16 kernels worth using), fp16 on accelerators."""
+    return torch.bfloat16 if device_type == "cpu" else torch.float16
+
+
+def dist_backend(device_type: str) -> str:
+    """nccl on CUDA, hccl on Ascend, xccl on XPU, gloo otherwise (or when the library is missing)."""
+    backend = torch.distributed.Backend.default_device_backend_map.get(device_type) or _BACKENDS.get(device_type)
+    if backend == "nccl" and not torch.distributed.is_nccl_available():
+        return "gloo"
+    return backend or "gloo"
+
+
+def set_device(device_type: str, index: int) -> None:
+    """Bind this process to accelerator ``index`` (torchrun's LOCAL_RANK); checks it exists."""
+    n = torch.accelerator.device_count()
+    if index >= n:
+        raise TextdetError(f"LOCAL_RANK={index} but only {n} {device_type} device(s) are visible: lower "
+                           "--nproc_per_node or check the visible-devices variable")
+    torch.accelerator.set_device_index(index)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued work (timings); a no-op on the CPU."""
+    if is_accelerator(device):
+        torch.accelerator.synchronize(device)
+
+
+def new_stream(device: torch.device) -> torch.Stream | None:
+    return torch.Stream(device) if is_accelerator(device) else None
+
+
+def use_stream(stream: torch.Stream | None):
+    """Context that makes ``stream`` current (nothing for None)."""
+    return stream if stream is not None else contextlib.nullcontext()
+
+
+def current_stream(device: torch.device) -> torch.Stream:
+    return torch.accelerator.current_stream(device)
+
+
+def max_memory_gib(device: torch.device) -> float | None:
+    """Peak allocated memory in GiB since start (None on the CPU)."""
+    if not is_accelerator(device):
+        return None
+    return torch.accelerator.max_memory_allocated(device) / 2**30
+
+
+def rng_state() -> dict:
+    """The accelerator's RNG states for a checkpoint (empty without one)."""
+    kind = accelerator()
+    return {kind: torch.get_device_module(kind).get_rng_state_all()} if kind else {}
+
+
+def set_rng_state(state: dict) -> None:
+    kind = accelerator()
+    if kind and kind in state:
+        torch.get_device_module(kind).set_rng_state_all(state[kind])
+
+
+def cpu_bf16_fast() -> bool:
+    """Whether this CPU has native bf16 math (AVX512-BF16 or AMX); without it bf16 autocast is emulated."""
+    if not os.path.exists("/proc/cpuinfo"):
+        return False
+    with open("/proc/cpuinfo") as f:
+        return bool({"avx512_bf16", "amx_bf16"} & set(f.read().split()))
+
+
+def ort_providers(device: str | None, available: list[str]) -> list:
+    """ONNX Runtime providers for ``--device``: cpu; cuda[:N] / npu[:N] (that device, then CPU); None: the
+    first accelerator provider this onnxruntime has, then CPU."""
+    if device is None:
+        return [p for p in available if p in _ORT.values()][:1] + ["CPUExecutionProvider"]
+    kind, _, index = str(device).partition(":")
+    if kind == "cpu":
+        return ["CPUExecutionProvider"]
+    if kind not in _ORT:
+        raise TextdetError(f"--device {device}: expected cpu, {', '.join(f'{k} or {k}:N' for k in _ORT)} for an ONNX "
+                           "model")
+    if _ORT[kind] not in available:
+        raise TextdetError(f"--device {device}: this onnxruntime has no {_ORT[kind]} (available: {available}); "
+                           "install the onnxruntime build for it, or use --device cpu")
+    return [(_ORT[kind], {"device_id": int(index or 0)}), "CPUExecutionProvider"]
