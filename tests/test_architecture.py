@@ -63,7 +63,6 @@ def test_edges_are_read_from_source():
     assert ("textdet.__main__", "textdet.cli") in edges
 
 
-@pytest.mark.xfail(reason='issue 13 in progress', strict=False)  # PENDING
 def test_imports_only_go_down_the_floors():
     modules = _modules()
     unknown = sorted({_part(m) for m in modules} - set(LAYERS))
@@ -73,7 +72,6 @@ def test_imports_only_go_down_the_floors():
     assert not upward, f"imports going up or sideways: {upward}"
 
 
-@pytest.mark.xfail(reason='issue 13 in progress', strict=False)  # PENDING
 def test_no_import_cycles():
     graph: dict[str, set[str]] = {m: set() for m in _modules()}
     for a, b in _edges(_modules()):

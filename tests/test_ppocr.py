@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from textdet.cli import main
+from textdet.commands.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_layers
 from textdet.config import load_config
 from textdet.data.transforms import DetResize
 from textdet.engine.build import build_model_from_config
@@ -15,7 +16,6 @@ from textdet.export import export_onnx
 from textdet.models import build_model
 from textdet.models.fpn import RSELayer
 from textdet.models.lcnetv3 import LearnableAffine, PPLCNetV3
-from textdet.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_layers
 
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -19,35 +19,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from textdet import DEVICE_HELP
-from textdet.bench_infer import bench_eval, bench_postprocess, bench_predict
-from textdet.bench_infer import pick as _device
+from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
+from textdet.commands.bench_infer import pick as _device
 from textdet.errors import TextdetError
 
-PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
 # --n: samples (data), timed iterations (model), timed steps (train), maps (postprocess), images (eval, predict).
 DEFAULT_N = {"data": 64, "model": 10, "train": 10, "postprocess": 20, "eval": 50, "predict": 50}
 # --warmup: untimed samples / iterations / steps / maps / batches before timing starts.
 DEFAULT_WARMUP = {"data": 1, "model": 3, "train": 3, "postprocess": 1, "eval": 1, "predict": 1}
-
-
-def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``bench`` subcommand on ``textdet``'s subparsers; returns its parser."""
-    p = subparsers.add_parser("bench", help="time one part alone: data, model, train, postprocess, eval")
-    p.add_argument("part", choices=PARTS, help="what to time")
-    p.add_argument("-c", "--config", required=True, help="MindOCR-style YAML config")
-    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a config value (YAML-parsed), repeatable")
-    p.add_argument("--n", type=int, help="samples (data), iterations (model), steps (train), maps (postprocess), "
-                   f"images (eval); defaults {DEFAULT_N}")
-    p.add_argument("--warmup", type=int, help=f"untimed iterations first; defaults {DEFAULT_WARMUP}")
-    p.add_argument("--device", help=DEVICE_HELP)
-    p.add_argument("--threads", type=int, help="torch intra-op threads in this process (default: torch's choice)")
-    p.add_argument("--maps", metavar="DIR", help="postprocess: DIR/*.npy probability maps, (1,1,H,W) or (H,W) "
-                   "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
-    p.add_argument("--ckpt", help="eval: checkpoint to load (default: a randomly initialised model)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
