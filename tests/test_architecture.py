@@ -96,7 +96,6 @@ def _sizes() -> dict[str, int]:
     return {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in _modules().values()}
 
 
-@pytest.mark.xfail(reason='issue 13 in progress', strict=False)  # PENDING
 def test_no_file_over_450_lines():
     big = {k: v for k, v in _sizes().items() if v > MAX_FILE_LINES}
     assert not big, f"files over {MAX_FILE_LINES} lines: {big}"

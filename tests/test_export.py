@@ -14,7 +14,7 @@ import torch
 
 from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet.config import load_config
-from textdet.data.transforms import DetResize
+from textdet.data.resize import DetResize
 from textdet.engine import build
 from textdet.engine.evaluate import evaluate_checkpoint
 from textdet.errors import TextdetError

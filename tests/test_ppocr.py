@@ -9,7 +9,7 @@ import torch
 from textdet.cli import main
 from textdet.commands.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_layers
 from textdet.config import load_config
-from textdet.data.transforms import DetResize
+from textdet.data.resize import DetResize
 from textdet.engine.build import build_model_from_config
 from textdet.errors import TextdetError
 from textdet.export import export_onnx

@@ -21,7 +21,7 @@ from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet import cli
 from textdet.commands.deploy import run_predict
 from textdet.config import load_config
-from textdet.data.transforms import IMAGENET_MEAN, IMAGENET_STD, DetResize, NormalizeImage
+from textdet.data.resize import IMAGENET_MEAN, IMAGENET_STD, DetResize, NormalizeImage
 from textdet.errors import TextdetError
 from textdet.predict import Detector, Preprocess, find_images, preprocess_from_config
 

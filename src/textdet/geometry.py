@@ -69,3 +69,21 @@ def is_valid_polygon(poly: np.ndarray) -> bool:
     return p.ndim == 2 and p.shape[0] >= 3 and p.shape[1] == 2 and bool(np.isfinite(p).all()) and (
         polygon_area(p) > 0
     )
+
+
+def map_polys(polys: list[np.ndarray], matrix: np.ndarray) -> list[np.ndarray]:
+    """Apply a 3x3 (or 2x3) affine ``matrix`` to every polygon in one vectorised product.
+
+    Args:
+        polys: list of (P_i, 2) arrays (x, y).
+        matrix: (3, 3) or (2, 3) affine matrix on column vectors (x, y, 1).
+
+    Returns:
+        list of (P_i, 2) float32 arrays.
+    """
+    if len(polys) == 0:
+        return []
+    lengths = [len(p) for p in polys]
+    pts = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in polys])
+    out = pts @ matrix[:2, :2].T + matrix[:2, 2]
+    return [a.astype(np.float32) for a in np.split(out, np.cumsum(lengths)[:-1])]

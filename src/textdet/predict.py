@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import torch
 
     from textdet.config import Config
-    from textdet.data.transforms import DetResize, NormalizeImage
+    from textdet.data.resize import DetResize, NormalizeImage
     from textdet.engine.amp import AmpSettings
     from textdet.postprocess import DBPostprocess
 
@@ -67,7 +67,7 @@ class Preprocess:
 
 def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
     """The same normalisation for HWC images, whatever layout the pipeline used it in."""
-    from textdet.data.transforms import NormalizeImage
+    from textdet.data.resize import NormalizeImage
 
     return NormalizeImage(mean=norm.mean.tolist(), std=norm.std.tolist(), is_hwc=True,
                           bgr_to_rgb=norm.bgr_to_rgb, rgb_to_bgr=norm.rgb_to_bgr)
@@ -80,8 +80,9 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
     (label transforms are built but unused), else DetResize(limit_type max, 960, divisor 32) and
     ImageNet normalisation of RGB. A pipeline without DetResize or NormalizeImage gets those defaults.
     """
+    from textdet.data.decode import DecodeImage
     from textdet.data.pipeline import build_transforms
-    from textdet.data.transforms import DecodeImage, DetResize, NormalizeImage
+    from textdet.data.resize import DetResize, NormalizeImage
     from textdet.engine.build import located
 
     pipeline, key = None, None
@@ -104,7 +105,7 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
 # ----------------------------------------------------------------------------- images
 def read_image(path: str | os.PathLike) -> np.ndarray:
     """Decode an image file to RGB uint8 (H, W, 3); DataError naming the file when it cannot be read."""
-    from textdet.data.transforms import DecodeImage
+    from textdet.data.decode import DecodeImage
 
     return DecodeImage(img_mode="RGB")({"img_path": os.fspath(path)}, None)["image"]
 
@@ -201,7 +202,8 @@ class Detector:
         MindOCR's inference defaults (a model with a fixed input size is resized straight to it);
         ``postprocess``/``resize``/``normalize`` override either, as objects or keyword dicts.
         """
-        from textdet.data.transforms import DecodeImage, DetResize, NormalizeImage
+        from textdet.data.decode import DecodeImage
+        from textdet.data.resize import DetResize, NormalizeImage
         from textdet.engine.build import build_postprocess_from_config
         from textdet.export import OnnxModel
         from textdet.postprocess import DBPostprocess, build_postprocess

@@ -14,7 +14,7 @@ import numpy as np
 
 from textdet.config import load_config
 from textdet.data.formats import plain_points, write_labelme
-from textdet.data.transforms import DetResize
+from textdet.data.resize import DetResize
 from textdet.engine import build
 from textdet.engine.evaluate import load_weights
 from textdet.errors import DataError, TextdetError
