@@ -70,6 +70,20 @@ def model_state(obj: dict) -> dict:
     return {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
 
 
+def seed_everything(seed: int, rank: int) -> None:
+    random.seed(seed + rank)
+    np.random.seed(seed + rank)
+    torch.manual_seed(seed + rank)
+
+
+def find_resume(resume: bool | str | None, run_dir: str) -> str | None:
+    """``model.resume``: True -> ``run_dir/train_resume.ckpt``, a path -> itself; None when off or absent."""
+    if resume is False or resume is None or resume == "":
+        return None
+    path = os.path.join(run_dir, "train_resume.ckpt") if resume is True else str(resume)
+    return path if os.path.isfile(path) else None
+
+
 def rng_state() -> dict:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
             "device": device.rng_state()}
