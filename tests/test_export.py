@@ -16,7 +16,7 @@ from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet.config import load_config
 from textdet.data.resize import DetResize
 from textdet.engine import build
-from textdet.engine.evaluate import evaluate_checkpoint
+from textdet.engine.evaluator import evaluate_checkpoint
 from textdet.errors import TextdetError
 from textdet.predict import Preprocess, preprocess_from_config, read_image
 

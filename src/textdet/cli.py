@@ -299,7 +299,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         result = evaluate_onnx(cfg, args.onnx, device=args.device, progress=progress, sweep=args.sweep)
     else:
-        from textdet.engine.evaluate import evaluate_checkpoint
+        from textdet.engine.evaluator import evaluate_checkpoint
 
         result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device, progress=progress, sweep=args.sweep)
     result["protocol"] = cfg.metric.get("protocol", "icdar15")

@@ -131,18 +131,12 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
 
     from textdet.engine import build
     from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluator import Evaluator, ThresholdSweep, timed_run
-    from textdet.engine.feed import DeviceInput
+    from textdet.engine.evaluator import evaluate
 
     build.check_columns(cfg, ("eval",))
-    postprocess, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
-    model = OnnxModel(onnx_path, device=device)
     cpu = torch.device("cpu")
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), enabled=False)
-    loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, cpu)
-    evaluator = Evaluator(loader, postprocess, metric, DeviceInput(cpu, normalize), amp_settings("O0", "cpu"), progress,
-                          ThresholdSweep(postprocess, metric) if sweep else None)
-    result = timed_run(evaluator, model, onnx_path)
+    result = evaluate(cfg, OnnxModel(onnx_path, device=device), onnx_path, cpu, False, amp_settings("O0", "cpu"),
+                      progress, sweep)
     return {**result, "onnx": result["checkpoint"]}
 
 

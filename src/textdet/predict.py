@@ -181,7 +181,7 @@ class Detector:
         from textdet.device import pick_device
         from textdet.engine import build
         from textdet.engine.amp import amp_settings
-        from textdet.engine.evaluate import load_weights
+        from textdet.engine.checkpoint import load_weights
 
         path, what = find_checkpoint(cfg, ckpt)
         postprocess = build.build_postprocess_from_config(cfg)

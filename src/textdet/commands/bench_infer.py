@@ -150,7 +150,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """
     from textdet.engine import build
     from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluate import load_weights, resolve_ckpt
+    from textdet.engine.checkpoint import load_weights, resolve_ckpt
     from textdet.engine.evaluator import Evaluator
     from textdet.engine.feed import DeviceInput
 
@@ -183,7 +183,7 @@ def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s of the ``Detector`` API (decode, resize, normalise, forward, post-process) on eval images."""
     from textdet.engine import build
     from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluate import load_weights, resolve_ckpt
+    from textdet.engine.checkpoint import load_weights, resolve_ckpt
     from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
 
     device = pick(args.device)

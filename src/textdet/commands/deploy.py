@@ -16,7 +16,7 @@ from textdet.config import load_config
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
 from textdet.engine import build
-from textdet.engine.evaluate import load_weights
+from textdet.engine.checkpoint import load_weights
 from textdet.errors import DataError, TextdetError
 from textdet.export import (
     BOX_TOLERANCE_PX,

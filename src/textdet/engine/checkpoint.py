@@ -13,10 +13,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from textdet import device
-from textdet.errors import TextdetError
-from textdet.hub import safe_load
+from textdet.config import Config
+from textdet.errors import ConfigError, TextdetError
+from textdet.hub import download, is_url, safe_load
+from textdet.models import read_state_dict
 
 
 def atomic_save(obj: Any, path: str) -> None:
@@ -126,3 +129,29 @@ class EpochCheckpoints:
 
     def load_state_dict(self, state: dict) -> None:
         self.kept = [tuple(x) for x in state.get("kept", [])]
+
+
+def load_weights(model: nn.Module, path: str, what: str) -> None:
+    """Load a checkpoint's model weights strictly (ours or MindOCR's .ckpt); a mismatch names the keys and the
+    config it came from. MindSpore files carry no BatchNorm ``num_batches_tracked``: not a mismatch."""
+    missing, unexpected = model.load_state_dict(read_state_dict(path, what), strict=False)
+    missing = [k for k in missing if not k.endswith("num_batches_tracked")]
+    if missing or unexpected:
+        raise TextdetError(
+            f"{what}: {path} does not fit the config's model ({len(missing)} missing keys, e.g. {missing[:3]}; "
+            f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}); is it from a run with another backbone/neck/head?")
+
+
+def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
+    """The checkpoint ``textdet eval`` scores: ``--ckpt`` or ``eval.ckpt_load_path``, downloaded if a URL."""
+    path = ckpt or cfg.eval.ckpt_load_path
+    if not path:
+        raise ConfigError("no checkpoint to evaluate: pass --ckpt PATH or set eval.ckpt_load_path")
+    if is_url(path):
+        what = "--ckpt" if ckpt else "eval.ckpt_load_path"
+        return str(download(path, what, "give a local checkpoint path instead"))
+    if not os.path.isfile(path):
+        meta = getattr(cfg, "meta", None)
+        src = "--ckpt" if ckpt else f"eval.ckpt_load_path at {meta.where('eval.ckpt_load_path') if meta else '?'}"
+        raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
+    return path
