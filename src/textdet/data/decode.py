@@ -18,7 +18,7 @@ import numpy as np
 
 from textdet.checks import component_repr
 from textdet.errors import SampleError
-from textdet.geometry import polygon_area
+from textdet.geometry import polygon_area, polygon_areas
 
 Sample = dict[str, Any]
 IGNORE_TEXTS = ("###", "*")
@@ -148,8 +148,7 @@ class DetLabelEncode:
             if not np.isfinite(arr).all():
                 return None
             p = arr.astype(np.float64)
-            x, y = p[..., 0], p[..., 1]
-            area = np.abs((x * np.roll(y, -1, axis=1)).sum(1) - (y * np.roll(x, -1, axis=1)).sum(1)) / 2.0
+            area = polygon_areas(p)
         # polygon_area sums in another order; only a (near-)zero area could compare differently
         scale = np.abs(p).max(axis=(1, 2)) ** 2 + 1.0
         if not (area > 1e-9 * scale).all():

@@ -29,7 +29,7 @@ import numpy as np
 from textdet.checks import check_pair, check_prob, component_repr, sorted_pair
 from textdet.data.decode import Sample
 from textdet.data.resize import pad_bottom_right
-from textdet.geometry import map_polys, polygon_area
+from textdet.geometry import map_polys, polygon_area, polygon_areas
 
 
 # ----------------------------------------------------------------------------- affine steps
@@ -371,10 +371,7 @@ class ValidatePolygons:
         corner = np.stack(polys).astype(np.float32) + np.float32(0.5)  # as _check: float32 poly + 0.5
         lo, hi = corner.min(axis=1), corner.max(axis=1)
         inside = (lo >= 0).all(axis=1) & (hi[:, 0] <= w) & (hi[:, 1] <= h)
-        p = corner.astype(np.float64)
-        x, y = p[..., 0], p[..., 1]
-        area = np.abs((x * np.roll(y, -1, axis=1)).sum(1) - (y * np.roll(x, -1, axis=1)).sum(1)) / 2.0
-        return inside, area
+        return inside, polygon_areas(corner)
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         h, w = (int(v) for v in sample.get("actual_size", sample["image"].shape[:2]))
