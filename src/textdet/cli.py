@@ -372,7 +372,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from textdet.engine.curves import plot_run
+    from textdet.commands.plot import plot_run
 
     path = plot_run(args.run_dir)
     print(f"wrote {path}")
