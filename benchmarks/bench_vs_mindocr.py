@@ -434,7 +434,8 @@ def _best_ms(fn: Any, reps: int = 30) -> float:
 
 def what_if(samples: list[dict]) -> dict:
     """Micro-benchmarks of cheaper ways to do textdet's dominant steps (no textdet code is changed)."""
-    from textdet.data.transforms import NormalizeImage, RandomColorAdjust, ToCHWImage
+    from textdet.data.colour import RandomColorAdjust
+    from textdet.data.resize import NormalizeImage, ToCHWImage
 
     buf = np.fromfile(samples[0]["img_path"], dtype=np.uint8)
     full = cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)

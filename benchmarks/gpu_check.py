@@ -133,7 +133,7 @@ def check_compile_cold_warm(ctx: dict) -> dict:
 def check_eval_device_bitmap(ctx: dict) -> dict:
     """The bitmap thresholded on the device gives the metric of a CPU evaluation of the same weights."""
     from textdet.config import load_config
-    from textdet.engine.evaluate import evaluate_checkpoint
+    from textdet.engine.evaluator import evaluate_checkpoint
 
     run = os.path.join(ctx["tmp"], "evalrun")
     t = trainer(ctx["root"], run, ctx["device"], **{"scheduler.num_epochs": 2})

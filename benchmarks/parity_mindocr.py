@@ -35,7 +35,7 @@ from mindocr.models import build_model as ms_build_model
 
 from textdet.config import load_config
 from textdet.engine.build import build_model_from_config
-from textdet.engine.evaluate import load_weights
+from textdet.engine.checkpoint import load_weights
 from textdet.models.mobilenetv3 import SameConv2d
 
 CONFIGS = ["configs/db_r18_icdar15.yaml", "configs/db_r50_icdar15.yaml", "configs/dbpp_r50_icdar15.yaml",

@@ -19,11 +19,11 @@ import tempfile
 import numpy as np
 import torch
 
+from textdet.commands.ppocr import convert_ppocr
 from textdet.config import load_config
 from textdet.engine import build
-from textdet.engine.evaluate import evaluate_checkpoint
+from textdet.engine.evaluator import evaluate_checkpoint
 from textdet.export import OnnxModel, evaluate_onnx
-from textdet.ppocr import convert_ppocr
 
 
 def main() -> None:

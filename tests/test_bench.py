@@ -12,17 +12,16 @@ import numpy as np
 import pytest
 
 from conftest import RECIPE, tiny_overrides
-from textdet import bench, bench_infer
+from textdet import cli
+from textdet.commands import bench, bench_infer
 from textdet.errors import TextdetError
 
 
 def bench_args(part: str, opts: list[str], *extra: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="textdet")
-    bench.add_arguments(parser.add_subparsers(dest="command"))
     argv = ["bench", part, "-c", RECIPE]
     for o in opts:
         argv += ["-o", o]
-    return parser.parse_args(argv + list(extra))
+    return cli.build_parser().parse_args(argv + list(extra))
 
 
 def run_json(capsys, part: str, opts: list[str], *extra: str) -> dict:

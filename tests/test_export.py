@@ -14,20 +14,16 @@ import torch
 
 from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet.config import load_config
-from textdet.data.transforms import DetResize
+from textdet.data.resize import DetResize
 from textdet.engine import build
-from textdet.engine.evaluate import evaluate_checkpoint
+from textdet.engine.evaluator import evaluate_checkpoint
 from textdet.errors import TextdetError
 from textdet.predict import Preprocess, preprocess_from_config, read_image
 
 pytest.importorskip("onnxruntime")
-from textdet.export import (  # noqa: E402
-    OnnxModel,
-    add_export_arguments,
-    compare_onnx,
-    evaluate_onnx,
-    run_export,
-)
+from textdet import cli  # noqa: E402
+from textdet.commands.deploy import run_export  # noqa: E402
+from textdet.export import OnnxModel, compare_onnx, evaluate_onnx  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +32,9 @@ def exported(synth_root, tmp_path_factory):
     exported with ``textdet export`` (traced at the eval pipeline's 96x128)."""
     run = tmp_path_factory.mktemp("export")
     opts, cfg, model, ckpt = save_tiny_model(synth_root, str(run))
-    parser = argparse.ArgumentParser(prog="textdet")
-    add_export_arguments(parser.add_subparsers(dest="command"))
     argv = ["export", "-c", RECIPE, *[a for o in opts for a in ("-o", o)], "--ckpt", ckpt,
             "--out", str(run / "model.onnx")]
-    assert run_export(parser.parse_args(argv)) == 0
+    assert run_export(cli.build_parser().parse_args(argv)) == 0
     return cfg, model, ckpt, str(run / "model.onnx")
 
 

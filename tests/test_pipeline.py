@@ -13,6 +13,7 @@ import yaml
 pytest.importorskip("textdet.data.targets")  # pipeline.py imports ShrinkBinaryMap/BorderMap from it
 
 from conftest import USER_CFG, coverage  # noqa: E402
+from textdet.data.colour import RandomColorAdjust  # noqa: E402
 from textdet.data.geometric import (  # noqa: E402
     RandomCropWithBBox,
     RandomHorizontalFlip,
@@ -26,7 +27,6 @@ from textdet.data.pipeline import (  # noqa: E402
     build_transforms,
     fuse_geometry,
 )
-from textdet.data.transforms import RandomColorAdjust  # noqa: E402
 from textdet.errors import ConfigError  # noqa: E402
 
 USER_YAML = Path(USER_CFG)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from textdet.errors import ConfigError
-from textdet.geometry import offset_polygon, order_points_clockwise, shrink_distance
+from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, shrink_distance
 from textdet.metrics import DetMetric
 from textdet.postprocess import POSTPROCESSES, DBPostprocess, build_postprocess
 from textdet.postprocess import db_postprocess as dbp
@@ -246,23 +246,23 @@ def test_unclip_quad_is_mindocrs_pyclipper_route():
         offset = pyclipper.PyclipperOffset()
         offset.AddPath(list(pts), pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
         (expanded,) = offset.Execute(w * h * 1.5 / (2 * (w + h)))
-        expected = order_points_clockwise(cv2.boxPoints(cv2.minAreaRect(np.array(expanded, np.float32))))
-        got = order_points_clockwise(cv2.boxPoints(dbp.unclip_quads([rect], 1.5)[0]))
+        expected = order_quads(cv2.boxPoints(cv2.minAreaRect(np.array(expanded, np.float32)))[None])[0]
+        got = order_quads(cv2.boxPoints(dbp.unclip_quads([rect], 1.5)[0])[None])[0]
         diffs.append(np.abs(got - expected).max())
         same += bool(np.allclose(got, expected, atol=1e-3))
     assert max(diffs) <= 1.0 and same >= 270  # 281 of 300 identical
 
 
 def test_corner_order_python_numpy_and_geometry_agree():
-    """quad_corners (per box), box_points + order_quads (vectorised) and cv2.boxPoints + order_points_clockwise."""
+    """quad_corners (per box), box_points + order_quads (vectorised) and cv2.boxPoints + order_quads."""
     rects = _random_rects(200, 1) + [((50.0, 50.0), (20.0, 10.0), a) for a in (0.0, 45.0, 90.0, -90.0)]
     flat = np.array([[cx, cy, w, h, a] for (cx, cy), (w, h), a in rects])
-    vectorised = dbp.order_quads(dbp.box_points(flat))
+    vectorised = order_quads(box_points(flat))
     for rect, vec in zip(rects, vectorised, strict=True):
         (cx, cy), (w, h), a = rect
-        python = np.array(dbp.quad_corners(cx, cy, w, h, a)).reshape(4, 2)
+        python = np.array(quad_corners(cx, cy, w, h, a)).reshape(4, 2)
         np.testing.assert_allclose(python, vec, atol=1e-9)
-        np.testing.assert_allclose(order_points_clockwise(cv2.boxPoints(rect)), vec, atol=1e-3)
+        np.testing.assert_allclose(order_quads(cv2.boxPoints(rect)[None])[0], vec, atol=1e-3)
 
 
 def _many_blobs(n: int) -> np.ndarray:
@@ -302,7 +302,7 @@ def test_quads_match_the_old_pyclipper_route():
         if min(rect[1]) < 3 or dbp._mean_inside(prob, pts) < 0.6:
             continue
         (expanded,) = offset_polygon(pts, rect[1][0] * rect[1][1] * 1.5 / (2 * sum(rect[1])))
-        old.append(order_points_clockwise(cv2.boxPoints(cv2.minAreaRect(expanded.astype(np.float32)))))
+        old.append(order_quads(cv2.boxPoints(cv2.minAreaRect(expanded.astype(np.float32)))[None])[0])
     assert len(old) == len(polys) == 30
     key = lambda p: tuple(np.round(p.mean(axis=0) / 8))  # noqa: E731
     for a, b in zip(sorted(old, key=key), sorted(polys, key=key), strict=True):

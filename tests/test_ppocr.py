@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from textdet.cli import main
+from textdet.commands.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_layers
 from textdet.config import load_config
-from textdet.data.transforms import DetResize
+from textdet.data.resize import DetResize
 from textdet.engine.build import build_model_from_config
 from textdet.errors import TextdetError
 from textdet.export import export_onnx
 from textdet.models import build_model
 from textdet.models.fpn import RSELayer
 from textdet.models.lcnetv3 import LearnableAffine, PPLCNetV3
-from textdet.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_layers
 
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -18,17 +18,12 @@ import torch
 from torch import nn
 
 from conftest import RECIPE, save_tiny_model, tiny_overrides
+from textdet import cli
+from textdet.commands.deploy import run_predict
 from textdet.config import load_config
-from textdet.data.transforms import IMAGENET_MEAN, IMAGENET_STD, DetResize, NormalizeImage
+from textdet.data.resize import IMAGENET_MEAN, IMAGENET_STD, DetResize, NormalizeImage
 from textdet.errors import TextdetError
-from textdet.predict import (
-    Detector,
-    Preprocess,
-    add_predict_arguments,
-    find_images,
-    preprocess_from_config,
-    run_predict,
-)
+from textdet.predict import Detector, Preprocess, find_images, preprocess_from_config
 
 pytest.importorskip("onnxruntime")
 
@@ -177,14 +172,8 @@ def test_preprocessing_comes_from_predict_then_eval_pipeline_then_infer_default(
 
 
 def predict_cli(*argv: str) -> int:
-    """``textdet predict ...`` through the real CLI once it is wired, else through run_predict."""
-    from textdet import cli
-
-    if "predict" in getattr(cli, "COMMANDS", {}):
-        return cli.main(["predict", *argv])
-    parser = argparse.ArgumentParser(prog="textdet")
-    add_predict_arguments(parser.add_subparsers(dest="command"))
-    return run_predict(parser.parse_args(["predict", *argv]))
+    """``textdet predict ...`` through the real CLI."""
+    return cli.main(["predict", *argv])
 
 
 def test_predict_command_writes_json_txt_and_drawings(bright_onnx, tmp_path, capsys, caplog):

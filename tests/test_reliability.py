@@ -23,7 +23,7 @@ from textdet.config.loader import log_level
 from textdet.data.dataset import DetDataset
 from textdet.data.labels import parse_label_line
 from textdet.data.pipeline import build_transforms
-from textdet.data.transforms import DetResize
+from textdet.data.resize import DetResize
 from textdet.engine import checkpoint
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.errors import ConfigError, TextdetError

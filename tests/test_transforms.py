@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import coverage
+from textdet.data.colour import RandomColorAdjust
+from textdet.data.decode import DecodeImage, DetLabelEncode
 from textdet.data.geometric import (
     RandomCropWithBBox,
     RandomHorizontalFlip,
@@ -27,14 +29,7 @@ from textdet.data.geometric import (
     clip_polygon_to_box,
     occupied,
 )
-from textdet.data.transforms import (
-    DecodeImage,
-    DetLabelEncode,
-    DetResize,
-    NormalizeImage,
-    RandomColorAdjust,
-    ToCHWImage,
-)
+from textdet.data.resize import DetResize, NormalizeImage, ToCHWImage
 from textdet.errors import SampleError
 from textdet.geometry import polygon_area
 

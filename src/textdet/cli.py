@@ -12,14 +12,14 @@ import os
 import sys
 import time
 
-from textdet import DEVICE_HELP, bench
+from textdet import DEVICE_HELP
 from textdet.data.formats import FORMATS
-from textdet.export import add_export_arguments
-from textdet.predict import add_predict_arguments
+from textdet.export import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
 _T_MAIN = time.time()
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
+BENCH_PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
 SYNTH_SETTINGS = {"n_train": 400, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
 
 
@@ -65,9 +65,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="store_true", help="also score a grid of binary_thresh x box_thresh on the "
                    "same model outputs; its best pair is tuned on the evaluation split (an oracle)")
 
-    add_predict_arguments(sub)
-    add_export_arguments(sub)
-    bench.add_arguments(sub)
+    p = sub.add_parser("predict", help="detect text in images/folders -> predictions.json (+ drawn images)")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders (jpg/jpeg/png/bmp)")
+    _add_config_args(p, required=False)
+    p.add_argument("--ckpt", help="checkpoint (with -c; default: predict/eval.ckpt_load_path)")
+    p.add_argument("--onnx", help="ONNX model: a textdet export or an external DB-style model (e.g. PP-OCR det)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--draw", action="store_true", help="also write DIR/<stem>_det.jpg with the boxes drawn")
+    p.add_argument("--format", choices=("json", "labelme"), default="json", help="labelme: also write DIR/<stem>.json "
+                   "labelme files (labelme IMAGES --output DIR to correct them, then textdet convert labelme DIR)")
+    p.add_argument("--device", help=DEVICE_HELP)
+    p.add_argument("--batch-size", type=int, default=8, help="images per forward (same resized size only)")
+
+    p = sub.add_parser("export", help="export a checkpoint to ONNX (checked against PyTorch)")
+    _add_config_args(p)
+    p.add_argument("--ckpt", help="checkpoint (default: predict/eval.ckpt_load_path)")
+    p.add_argument("--out", required=True, metavar="MODEL.onnx", help="ONNX file to write")
+    p.add_argument("--height", type=int, help="traced/checked input height (default: the config's DetResize "
+                   f"target, else {DEFAULT_EXPORT_HW[0]}); every size works after export")
+    p.add_argument("--width", type=int,
+                   help=f"traced/checked input width (default as --height, {DEFAULT_EXPORT_HW[1]})")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset version")
+
+    p = sub.add_parser("bench", help="time one part alone: data, model, train, postprocess, eval")
+    p.add_argument("part", choices=BENCH_PARTS, help="what to time")
+    _add_config_args(p)
+    p.add_argument("--n", type=int, help="samples (data), iterations (model), steps (train), maps (postprocess), "
+                   "images (eval, predict); default per part: 64, 10, 10, 20, 50, 50")
+    p.add_argument("--warmup", type=int, help="untimed iterations first; default 3 for model and train, else 1")
+    p.add_argument("--device", help=DEVICE_HELP)
+    p.add_argument("--threads", type=int, help="torch intra-op threads in this process (default: torch's choice)")
+    p.add_argument("--maps", metavar="DIR", help="postprocess: DIR/*.npy probability maps, (1,1,H,W) or (H,W) "
+                   "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
+    p.add_argument("--ckpt", help="eval: checkpoint to load (default: a randomly initialised model)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
     p = sub.add_parser("synth", help="write a synthetic ICDAR2015-layout data set")
     p.add_argument("out_dir")
@@ -84,12 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("gt_dir")
     q.add_argument("--out", required=True, help="label file to write")
     q.add_argument("--image-prefix", default="", help="prefix for image paths in the label file")
-    q.set_defaults(convert=convert_icdar15)
     q = formats.add_parser("ppocr", help="PP-OCR det model (ONNX) -> DIR/model.ckpt + DIR/NAME.yaml")
     q.add_argument("model", help="the .onnx file (rapidocr-onnxruntime ships ch_PP-OCRv4_det_infer.onnx)")
     q.add_argument("--out", required=True, help="folder to write model.ckpt and the YAML into")
     q.add_argument("--name", help="YAML file name and run name (default: the model's file name)")
-    q.set_defaults(convert=convert_ppocr)
     for name, reader in FORMATS.items():
         q = formats.add_parser(name, help=reader.__doc__.splitlines()[0])
         q.add_argument("input")
@@ -100,13 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "input folder; --to labelme: where the images are, default .)")
         if name == "cocotext":
             q.add_argument("--split", choices=("train", "val"), help="which images, when the file holds both")
-        q.set_defaults(convert=convert_labels)
     q = formats.add_parser("mindocr", help="MindOCR/MindSpore .ckpt (file or URL) -> textdet checkpoint")
     q.add_argument("input")
     q.add_argument("--out", required=True, help="textdet checkpoint to write")
     q.add_argument("-c", "--config", help="check every tensor against this config's model (names and shapes)")
     q.add_argument("-o", "--opt", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for -c")
-    q.set_defaults(convert=convert_mindocr)
 
     p = sub.add_parser("metric", help="score detections: ICDAR gt_img_N.txt/res_img_N.txt folders or label files")
     p.add_argument("--gt", required=True)
@@ -272,7 +299,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         result = evaluate_onnx(cfg, args.onnx, device=args.device, progress=progress, sweep=args.sweep)
     else:
-        from textdet.engine.evaluate import evaluate_checkpoint
+        from textdet.engine.evaluator import evaluate_checkpoint
 
         result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device, progress=progress, sweep=args.sweep)
     result["protocol"] = cfg.metric.get("protocol", "icdar15")
@@ -289,13 +316,13 @@ def _report(result: dict, as_json: bool, line: str) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from textdet.predict import run_predict
+    from textdet.commands.deploy import run_predict
 
     return run_predict(args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from textdet.export import run_export
+    from textdet.commands.deploy import run_export
 
     return run_export(args)
 
@@ -310,60 +337,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    return args.convert(args)
+    from textdet.commands.convert import run_convert
 
-
-def convert_icdar15(args: argparse.Namespace) -> int:
-    from textdet.data.labels import convert_icdar15
-
-    n = convert_icdar15(args.gt_dir, args.out, image_prefix=args.image_prefix)
-    print(f"wrote {n} images' labels to {args.out}")
-    return 0
-
-
-def convert_ppocr(args: argparse.Namespace) -> int:
-    from textdet.ppocr import convert_ppocr
-
-    summary = convert_ppocr(args.model, args.out, name=args.name)
-    print(f"wrote {summary['checkpoint']} ({summary['tensors']} tensors) and {summary['config']}")
-    return 0
-
-
-def convert_labels(args: argparse.Namespace) -> int:
-    from textdet.data.formats import convert_labels
-
-    options = {"split": args.split} if getattr(args, "split", None) else {}
-    summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, **options)
-    print(f"{args.format}: {summary} -> {args.out}")
-    return 0
-
-
-def convert_mindocr(args: argparse.Namespace) -> int:
-    """MindSpore names -> ours; with -c every model tensor must be in the file with its shape."""
-    from textdet.engine.checkpoint import atomic_save
-    from textdet.errors import TextdetError
-    from textdet.models.ms_ckpt import mindspore_to_torch_names, read_ms_checkpoint
-    from textdet.models.weights import load_model_weights, weights_file
-
-    path = weights_file(args.input, "convert mindocr", "give a local .ckpt path")
-    tensors, skipped = read_ms_checkpoint(path)
-    weights, training = mindspore_to_torch_names(tensors)
-    print(f"{path}: {len(weights)} weight tensors; left out {len(training)} optimizer/training entries"
-          + (f" ({', '.join(training[:4])}{', ...' if len(training) > 4 else ''})" if training else "")
-          + (f" and {len(skipped)} non-tensor entries ({', '.join(skipped[:4])})" if skipped else ""))
-    if args.config:
-        from textdet.config import load_config
-        from textdet.engine.build import build_model_from_config
-
-        cfg = load_config(args.config, [*args.opt, "model.pretrained=false"])  # the model only, no weights
-        report = load_model_weights(build_model_from_config(cfg, False), path,
-                                    "convert mindocr")
-        if report.missing or report.unexpected or report.mismatched:
-            raise TextdetError(f"{path} does not match the model of {args.config}:\n{report}")
-        print(f"matches {args.config}: all {len(report.loaded)} tensors have a place and a shape there")
-    atomic_save({"model": weights, "converted_from": os.path.basename(str(path))}, args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return run_convert(args)
 
 
 def cmd_metric(args: argparse.Namespace) -> int:
@@ -376,7 +352,7 @@ def cmd_metric(args: argparse.Namespace) -> int:
 
 
 def cmd_check_data(args: argparse.Namespace) -> int:
-    from textdet.data.check import check_data
+    from textdet.commands.check_data import check_data
 
     cfg = load_cfg(args)
     ok = check_data(cfg, dump_dir=args.dump, n_dump=args.n)
@@ -384,13 +360,19 @@ def cmd_check_data(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from textdet.doctor import run_doctor
+    from textdet.commands.doctor import run_doctor
 
     return run_doctor()
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from textdet.commands.bench import run
+
+    return run(args)
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
-    from textdet.engine.curves import plot_run
+    from textdet.commands.plot import plot_run
 
     path = plot_run(args.run_dir)
     print(f"wrote {path}")
@@ -408,5 +390,5 @@ COMMANDS = {
     "check-data": cmd_check_data,
     "doctor": cmd_doctor,
     "plot": cmd_plot,
-    "bench": bench.run,
+    "bench": cmd_bench,
 }

@@ -8,14 +8,13 @@ exports, so ``OnnxModel`` runs either kind.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from textdet.errors import TextdetError
-from textdet.predict import Preprocess, find_checkpoint, preprocess_from_config
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
 
     from textdet.config import Config
 
-# Standard library only at import time, as in predict.py: the CLI registers `export` from here.
 INPUT_NAME, OUTPUT_NAME = "x", "binary"
 DEFAULT_OPSET = 17
 DEFAULT_EXPORT_HW = (640, 640)  # when the config's DetResize has no target_size
@@ -133,18 +131,12 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
 
     from textdet.engine import build
     from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluator import Evaluator, ThresholdSweep, timed_run
-    from textdet.engine.feed import DeviceInput
+    from textdet.engine.evaluator import evaluate
 
     build.check_columns(cfg, ("eval",))
-    postprocess, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
-    model = OnnxModel(onnx_path, device=device)
     cpu = torch.device("cpu")
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), enabled=False)
-    loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, cpu)
-    evaluator = Evaluator(loader, postprocess, metric, DeviceInput(cpu, normalize), amp_settings("O0", "cpu"), progress,
-                          ThresholdSweep(postprocess, metric) if sweep else None)
-    result = timed_run(evaluator, model, onnx_path)
+    result = evaluate(cfg, OnnxModel(onnx_path, device=device), onnx_path, cpu, False, amp_settings("O0", "cpu"),
+                      progress, sweep)
     return {**result, "onnx": result["checkpoint"]}
 
 
@@ -211,7 +203,8 @@ def same_boxes(a: dict, b: dict, tol: float = BOX_TOLERANCE_PX) -> bool:
     return True
 
 
-def compare_onnx(model: nn.Module, onnx_path: str, preprocess: Preprocess, postprocess, image: np.ndarray) -> dict:
+def compare_onnx(model: nn.Module, onnx_path: str, preprocess: Callable[[np.ndarray], tuple], postprocess,
+                 image: np.ndarray) -> dict:
     """PyTorch vs ONNX Runtime on one RGB image: max |P diff| and the post-processed boxes of both."""
     import numpy as np
     import torch
@@ -225,54 +218,3 @@ def compare_onnx(model: nn.Module, onnx_path: str, preprocess: Preprocess, postp
     exact = len(det_torch["polys"]) == len(det_onnx["polys"]) and same_boxes(det_torch, det_onnx, tol=0.0)
     return {"max_abs_diff": float(np.abs(p_torch - p_onnx).max()), "torch": det_torch, "onnx": det_onnx,
             "same_boxes": same_boxes(det_torch, det_onnx), "identical_boxes": exact}
-
-
-def add_export_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``textdet export``."""
-    p = subparsers.add_parser("export", help="export a checkpoint to ONNX (checked against PyTorch)")
-    p.add_argument("-c", "--config", required=True, help="MindOCR-style YAML config of the model")
-    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a config value (YAML-parsed), repeatable")
-    p.add_argument("--ckpt", help="checkpoint (default: predict/eval.ckpt_load_path)")
-    p.add_argument("--out", required=True, metavar="MODEL.onnx", help="ONNX file to write")
-    p.add_argument("--height", type=int, help="traced/checked input height (default: the config's DetResize "
-                   f"target, else {DEFAULT_EXPORT_HW[0]}); every size works after export")
-    p.add_argument("--width", type=int,
-                   help=f"traced/checked input width (default as --height, {DEFAULT_EXPORT_HW[1]})")
-    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset version")
-    return p
-
-
-def run_export(args: argparse.Namespace) -> int:
-    """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
-    from textdet.config import load_config
-    from textdet.data.transforms import DetResize
-    from textdet.engine import build
-    from textdet.engine.evaluate import load_weights
-
-    cfg = load_config(args.config, args.opt)
-    path, what = find_checkpoint(cfg, args.ckpt)
-    postprocess = build.build_postprocess_from_config(cfg)
-    preprocess = preprocess_from_config(cfg)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    load_weights(model, path, what)
-    model.eval()
-    default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
-    h, w = args.height or default[0], args.width or default[1]
-    export_onnx(model, args.out, h, w, args.opset)
-    print(f"export: wrote {os.path.abspath(args.out)} ({os.path.getsize(args.out) / 1e6:.1f} MB, opset {args.opset}, "
-          f"input {INPUT_NAME!r} (N, 3, H, W) dynamic, output {OUTPUT_NAME!r})")
-    check_pre = Preprocess(DetResize(target_size=(h, w), keep_ratio=False, limit_type="none"),
-                           preprocess.normalize, preprocess.img_mode)
-    check = compare_onnx(model, args.out, check_pre, postprocess, synthetic_image(h, w))
-    boxes = "identical" if check["identical_boxes"] else f"same within {BOX_TOLERANCE_PX:g} px"
-    n = len(check["torch"]["polys"])
-    if check["max_abs_diff"] > MAX_ABS_DIFF:
-        raise TextdetError(f"ONNX Runtime disagrees with PyTorch on a {h}x{w} synthetic image: max |P diff| = "
-                           f"{check['max_abs_diff']:.2e} > {MAX_ABS_DIFF:g} ({args.out} was written; do not use it)")
-    if not check["same_boxes"]:
-        raise TextdetError(f"ONNX Runtime boxes differ from PyTorch's on a {h}x{w} synthetic image "
-                           f"({len(check['onnx']['polys'])} vs {n}; max |P diff| {check['max_abs_diff']:.2e})")
-    print(f"export: onnxruntime check on a {h}x{w} synthetic image: max |P_onnx - P_torch| = "
-          f"{check['max_abs_diff']:.2e}, boxes {boxes} ({n})")
-    return 0

@@ -6,6 +6,8 @@ knows about images, tensors or configs, so every function is easy to test by han
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyclipper
 
@@ -15,6 +17,16 @@ def polygon_area(poly: np.ndarray) -> float:
     p = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
     x, y = p[:, 0], p[:, 1]
     return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2.0)
+
+
+def polygon_areas(polys: np.ndarray) -> np.ndarray:
+    """Unsigned areas (N,) float64 of N polygons with the same vertex count, (N, P, 2).
+
+    Sums in another order than ``polygon_area``: the two may differ by an ulp near zero area.
+    """
+    p = np.asarray(polys, dtype=np.float64)
+    x, y = p[..., 0], p[..., 1]
+    return np.abs((x * np.roll(y, -1, axis=-1)).sum(-1) - (y * np.roll(x, -1, axis=-1)).sum(-1)) / 2.0
 
 
 def polygon_perimeter(poly: np.ndarray) -> float:
@@ -53,19 +65,64 @@ def offset_polygon(poly: np.ndarray, distance: float) -> list[np.ndarray]:
     return [np.asarray(r, dtype=np.float64).reshape(-1, 2) for r in result if len(r) >= 3]
 
 
-def order_points_clockwise(pts: np.ndarray) -> np.ndarray:
-    """Order 4 points as top-left, top-right, bottom-right, bottom-left (image coordinates)."""
-    pts = np.asarray(pts, dtype=np.float32).reshape(4, 2)
-    by_x = pts[np.argsort(pts[:, 0], kind="stable")]
-    left, right = by_x[:2], by_x[2:]
-    tl, bl = left[np.argsort(left[:, 1], kind="stable")]
-    tr, br = right[np.argsort(right[:, 1], kind="stable")]
-    return np.stack([tl, tr, br, bl]).astype(np.float32)
+def box_points(rects: np.ndarray) -> np.ndarray:
+    """``cv2.boxPoints`` for many rectangles at once: (N, 5) ``[cx, cy, w, h, angle_deg]`` -> float64 (N, 4, 2).
+
+    The formula of OpenCV's ``RotatedRect::points``, in float64 (cv2 rounds to float32).
+    """
+    cx, cy, w, h, angle = (rects[:, i] for i in range(5))
+    rad = np.deg2rad(angle)
+    b, a = np.cos(rad) * 0.5, np.sin(rad) * 0.5
+    p0x, p0y = cx - a * h - b * w, cy + b * h - a * w
+    p1x, p1y = cx + a * h - b * w, cy - b * h - a * w
+    xs = np.stack([p0x, p1x, 2.0 * cx - p0x, 2.0 * cx - p1x], axis=1)
+    ys = np.stack([p0y, p1y, 2.0 * cy - p0y, 2.0 * cy - p1y], axis=1)
+    return np.stack([xs, ys], axis=2)
 
 
-def is_valid_polygon(poly: np.ndarray) -> bool:
-    """True for a finite polygon with at least 3 vertices and a non-zero area."""
-    p = np.asarray(poly)
-    return p.ndim == 2 and p.shape[0] >= 3 and p.shape[1] == 2 and bool(np.isfinite(p).all()) and (
-        polygon_area(p) > 0
-    )
+def order_quads(boxes: np.ndarray) -> np.ndarray:
+    """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box (image coordinates).
+
+    The two leftmost points (stable sort by x) are TL, BL (by y, stable), the two rightmost TR, BR.
+    """
+    rows = np.arange(len(boxes))[:, None]
+    by_x = boxes[rows, np.argsort(boxes[..., 0], axis=1, kind="stable")]
+    swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp), (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)
+    pick = np.stack([swap[0], 2 + swap[1], 3 - swap[1], 1 - swap[0]], axis=1)  # TL, TR, BR, BL in by_x
+    return by_x[rows, pick]
+
+
+def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tuple[float, ...]:
+    """One rectangle's corners TL, TR, BR, BL as 8 floats ``x0, y0, ..., x3, y3``, in pure Python.
+
+    ``box_points`` + ``order_quads`` for one box; cheaper than numpy below a few dozen boxes.
+    """
+    rad = math.radians(angle)
+    b, a = math.cos(rad) * 0.5, math.sin(rad) * 0.5
+    ah, bw, bh, aw = a * h, b * w, b * h, a * w
+    xs = (cx - ah - bw, cx + ah - bw, cx + ah + bw, cx - ah + bw)
+    ys = (cy + bh - aw, cy - bh - aw, cy - bh + aw, cy + bh + aw)
+    l0, l1, r0, r1 = sorted(range(4), key=xs.__getitem__)  # stable
+    if ys[l0] > ys[l1]:
+        l0, l1 = l1, l0
+    if ys[r0] > ys[r1]:
+        r0, r1 = r1, r0
+    return xs[l0], ys[l0], xs[r0], ys[r0], xs[r1], ys[r1], xs[l1], ys[l1]
+
+
+def map_polys(polys: list[np.ndarray], matrix: np.ndarray) -> list[np.ndarray]:
+    """Apply a 3x3 (or 2x3) affine ``matrix`` to every polygon in one vectorised product.
+
+    Args:
+        polys: list of (P_i, 2) arrays (x, y).
+        matrix: (3, 3) or (2, 3) affine matrix on column vectors (x, y, 1).
+
+    Returns:
+        list of (P_i, 2) float32 arrays.
+    """
+    if len(polys) == 0:
+        return []
+    lengths = [len(p) for p in polys]
+    pts = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in polys])
+    out = pts @ matrix[:2, :2].T + matrix[:2, 2]
+    return [a.astype(np.float32) for a in np.split(out, np.cumsum(lengths)[:-1])]

@@ -12,17 +12,12 @@ and DBPostprocess, which maps the boxes back to original-image pixels through ``
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from textdet import DEVICE_HELP
-from textdet.data.formats import plain_points, write_labelme
 from textdet.errors import ConfigError, DataError, TextdetError
 
 if TYPE_CHECKING:
@@ -30,18 +25,15 @@ if TYPE_CHECKING:
     import torch
 
     from textdet.config import Config
-    from textdet.data.transforms import DetResize, NormalizeImage
+    from textdet.data.resize import DetResize, NormalizeImage
     from textdet.engine.amp import AmpSettings
     from textdet.postprocess import DBPostprocess
 
-# Only the standard library at import time: the CLI registers `predict` from here, and `textdet --help`
-# must not pay for torch, cv2 or numpy (each import is done where it is needed).
 logger = logging.getLogger("textdet")
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 # MindOCR's det inference default (tools/infer/text: det_limit_type max, det_limit_side_len 960)
 INFER_RESIZE = {"limit_type": "max", "limit_side_len": 960, "keep_ratio": True, "divisor": 32}
-DRAW_COLOR_BGR = (0, 255, 0)
 
 ImageInput = "str | os.PathLike | np.ndarray"
 
@@ -75,7 +67,7 @@ class Preprocess:
 
 def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
     """The same normalisation for HWC images, whatever layout the pipeline used it in."""
-    from textdet.data.transforms import NormalizeImage
+    from textdet.data.resize import NormalizeImage
 
     return NormalizeImage(mean=norm.mean.tolist(), std=norm.std.tolist(), is_hwc=True,
                           bgr_to_rgb=norm.bgr_to_rgb, rgb_to_bgr=norm.rgb_to_bgr)
@@ -88,8 +80,9 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
     (label transforms are built but unused), else DetResize(limit_type max, 960, divisor 32) and
     ImageNet normalisation of RGB. A pipeline without DetResize or NormalizeImage gets those defaults.
     """
+    from textdet.data.decode import DecodeImage
     from textdet.data.pipeline import build_transforms
-    from textdet.data.transforms import DecodeImage, DetResize, NormalizeImage
+    from textdet.data.resize import DetResize, NormalizeImage
     from textdet.engine.build import located
 
     pipeline, key = None, None
@@ -112,7 +105,7 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
 # ----------------------------------------------------------------------------- images
 def read_image(path: str | os.PathLike) -> np.ndarray:
     """Decode an image file to RGB uint8 (H, W, 3); DataError naming the file when it cannot be read."""
-    from textdet.data.transforms import DecodeImage
+    from textdet.data.decode import DecodeImage
 
     return DecodeImage(img_mode="RGB")({"img_path": os.fspath(path)}, None)["image"]
 
@@ -188,7 +181,7 @@ class Detector:
         from textdet.device import pick_device
         from textdet.engine import build
         from textdet.engine.amp import amp_settings
-        from textdet.engine.evaluate import load_weights
+        from textdet.engine.checkpoint import load_weights
 
         path, what = find_checkpoint(cfg, ckpt)
         postprocess = build.build_postprocess_from_config(cfg)
@@ -209,7 +202,8 @@ class Detector:
         MindOCR's inference defaults (a model with a fixed input size is resized straight to it);
         ``postprocess``/``resize``/``normalize`` override either, as objects or keyword dicts.
         """
-        from textdet.data.transforms import DecodeImage, DetResize, NormalizeImage
+        from textdet.data.decode import DecodeImage
+        from textdet.data.resize import DetResize, NormalizeImage
         from textdet.engine.build import build_postprocess_from_config
         from textdet.export import OnnxModel
         from textdet.postprocess import DBPostprocess, build_postprocess
@@ -289,111 +283,3 @@ def find_checkpoint(cfg: Config, ckpt: str | None) -> tuple[str, str]:
                 raise TextdetError(f"checkpoint not found: {path} (from {what}); point it at a .ckpt file")
             return path, what
     raise TextdetError("no checkpoint: pass --ckpt PATH (or set predict.ckpt_load_path / eval.ckpt_load_path)")
-
-
-# ----------------------------------------------------------------------------- outputs
-def draw_polys(image_rgb: np.ndarray, polys: Sequence[np.ndarray], path: str) -> None:
-    """Write ``image_rgb`` with ``polys`` outlined (green, 2 px) to ``path``."""
-    import cv2
-    import numpy as np
-
-    canvas = np.ascontiguousarray(image_rgb[..., ::-1])
-    pts = [np.round(np.asarray(p)).astype(np.int32).reshape(-1, 1, 2) for p in polys]
-    cv2.polylines(canvas, pts, True, DRAW_COLOR_BGR, 2)
-    if not cv2.imwrite(path, canvas):
-        raise TextdetError(f"cannot write {path}")
-
-
-def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
-    """``predictions.json`` ({path: [{"points", "score"}]}) and MindOCR's ``det_results.txt``."""
-    preds = {path: [{"points": plain_points(p), "score": round(float(s), 4)} for p, s in zip(r["polys"], r["scores"],
-                                                                                       strict=True)]
-             for path, r in results.items()}
-    json_path = os.path.join(out_dir, "predictions.json")
-    with open(json_path, "w", encoding="utf-8") as f:  # one image per line: readable and diff-able
-        f.write("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in preds.items()) + "\n}\n")
-    txt_path = os.path.join(out_dir, "det_results.txt")
-    with open(txt_path, "w", encoding="utf-8") as f:
-        for path, r in results.items():
-            f.write(f"{os.path.basename(path)}\t{json.dumps([plain_points(p) for p in r['polys']])}\n")
-    return json_path, txt_path
-
-
-# ----------------------------------------------------------------------------- command
-def add_predict_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``textdet predict``."""
-    p = subparsers.add_parser("predict", help="detect text in images/folders -> predictions.json (+ drawn images)")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders (jpg/jpeg/png/bmp)")
-    p.add_argument("-c", "--config", help="MindOCR-style YAML config (model, preprocessing, postprocess)")
-    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a config value (YAML-parsed), repeatable: -o postprocess.box_thresh=0.6")
-    p.add_argument("--ckpt", help="checkpoint (with -c; default: predict/eval.ckpt_load_path)")
-    p.add_argument("--onnx", help="ONNX model: a textdet export or an external DB-style model (e.g. PP-OCR det)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    p.add_argument("--draw", action="store_true", help="also write DIR/<stem>_det.jpg with the boxes drawn")
-    p.add_argument("--format", choices=("json", "labelme"), default="json", help="labelme: also write DIR/<stem>.json "
-                   "labelme files (labelme IMAGES --output DIR to correct them, then textdet convert labelme DIR)")
-    p.add_argument("--device", help=DEVICE_HELP)
-    p.add_argument("--batch-size", type=int, default=8, help="images per forward (same resized size only)")
-    return p
-
-
-def build_detector(args: argparse.Namespace) -> Detector:
-    """The Detector that ``textdet predict`` options describe; usage errors as TextdetError."""
-    from textdet.config import load_config
-
-    if args.batch_size < 1:
-        raise TextdetError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.onnx and args.ckpt:
-        raise TextdetError("give either --ckpt (with -c) or --onnx, not both")
-    if not args.onnx and not args.config:
-        raise TextdetError("give -c CONFIG --ckpt PATH (a PyTorch checkpoint) or --onnx PATH")
-    cfg = None
-    if args.config:
-        cfg = load_config(args.config, args.opt)
-    elif args.opt:  # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
-        cfg = load_config(None, ["postprocess.name=DBPostprocess", *args.opt])
-    if args.onnx:
-        return Detector.from_onnx(args.onnx, cfg=cfg, device=args.device, batch_size=args.batch_size)
-    return Detector.from_config(cfg, args.ckpt, device=args.device, batch_size=args.batch_size)
-
-
-def run_predict(args: argparse.Namespace) -> int:
-    """``textdet predict``: detect, write predictions.json + det_results.txt (+ drawn images), summarise."""
-    paths = find_images(args.inputs)
-    labelme = getattr(args, "format", "json") == "labelme"
-    if labelme and any(os.path.splitext(os.path.basename(p))[0] == "predictions" for p in paths):
-        raise TextdetError("an image named predictions.* would overwrite predictions.json; rename it")
-    detector = build_detector(args)
-    os.makedirs(args.out, exist_ok=True)
-    results: dict[str, dict] = {}
-    t0, skipped = time.perf_counter(), 0
-    step = max(detector.batch_size, 1) * 4  # bounded memory on big folders, still full batches
-    for start in range(0, len(paths), step):
-        batch, images = [], []
-        for path in paths[start : start + step]:
-            try:
-                images.append(read_image(path))
-                batch.append(path)
-            except DataError as e:
-                logger.warning("predict: skipped %s: %s", path, e)
-                skipped += 1
-        for path, image, res in zip(batch, images, detector.predict(images) if images else [], strict=True):
-            results[path] = res
-            stem = os.path.join(args.out, os.path.splitext(os.path.basename(path))[0])
-            if args.draw:
-                draw_polys(image, res["polys"], f"{stem}_det.jpg")
-            if labelme:  # no transcription yet: the reviewer types it as the label
-                anns = [{"transcription": "", "points": p, "score": s} for p, s in zip(res["polys"], res["scores"],
-                                                                                       strict=True)]
-                write_labelme([(os.path.basename(path), anns)], args.out, os.path.dirname(path))
-    seconds = time.perf_counter() - t0
-    if not results:
-        raise TextdetError(f"none of the {len(paths)} input images could be read (see the warnings above)")
-    json_path, txt_path = write_results(args.out, results)
-    boxes = sum(len(r["polys"]) for r in results.values())
-    extra = f", {skipped} unreadable skipped" if skipped else ""
-    print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s{extra}; "
-          f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else "")
-          + (f", {len(results)} labelme files" if labelme else ""))
-    return 0

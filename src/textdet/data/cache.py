@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
-from textdet.data.transforms import DecodeImage, Sample
+from textdet.data.decode import DecodeImage, Sample
 
 logger = logging.getLogger("textdet.data")
 

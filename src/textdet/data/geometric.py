@@ -3,8 +3,7 @@
 Holds RandomHorizontalFlip, RandomRotate, RandomScale, RandomCropWithBBox, ValidatePolygons and
 the helpers they use (``AffineStep``, ``apply_step_to_polys``, the resize matrix, ``occupied``,
 ``clip_polygon_to_box``). Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict``,
-as in ``transforms.py``, whose shared helpers (argument checks, ``map_polys``,
-``pad_bottom_right``) this module imports.
+as in ``decode.py``; argument checks come from ``textdet.checks``, ``map_polys`` from ``textdet.geometry``.
 
 Coordinates. Polygons are (P, 2) float32 (x, y) arrays in *pixel-centre* coordinates: pixel
 (row i, column j) has its centre at x = j, y = i. This is what cv2.fillPoly, cv2.warpAffine and
@@ -27,16 +26,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.data.transforms import (
-    Sample,
-    _check_pair,
-    _check_prob,
-    _repr,
-    _sorted_pair,
-    map_polys,
-    pad_bottom_right,
-)
-from textdet.geometry import polygon_area
+from textdet.checks import check_pair, check_prob, component_repr, sorted_pair
+from textdet.data.decode import Sample
+from textdet.data.resize import pad_bottom_right
+from textdet.geometry import map_polys, polygon_area, polygon_areas
 
 
 # ----------------------------------------------------------------------------- affine steps
@@ -89,7 +82,7 @@ class RandomHorizontalFlip:
     """
 
     def __init__(self, p: float = 0.5) -> None:
-        self.p = _check_prob(p)
+        self.p = check_prob(p)
 
     def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep | None:
         """Draw whether to flip an image of ``size`` (h, w); None means no change."""
@@ -106,7 +99,7 @@ class RandomHorizontalFlip:
         return sample
 
     def __repr__(self) -> str:
-        return _repr(self, p=self.p)
+        return component_repr(self, p=self.p)
 
 
 class RandomRotate:
@@ -119,9 +112,9 @@ class RandomRotate:
     """
 
     def __init__(self, degrees: tuple[float, float] = (-10, 10), expand_canvas: bool = True, p: float = 1.0) -> None:
-        self.degrees = _sorted_pair(degrees, "degrees")
+        self.degrees = sorted_pair(degrees, "degrees")
         self.expand_canvas = bool(expand_canvas)
-        self.p = _check_prob(p)
+        self.p = check_prob(p)
 
     def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep | None:
         """Draw the rotation for an image of ``size`` (h, w); None means no change."""
@@ -148,7 +141,7 @@ class RandomRotate:
         return sample
 
     def __repr__(self) -> str:
-        return _repr(self, degrees=self.degrees, expand_canvas=self.expand_canvas, p=self.p)
+        return component_repr(self, degrees=self.degrees, expand_canvas=self.expand_canvas, p=self.p)
 
 
 class RandomScale:
@@ -161,10 +154,10 @@ class RandomScale:
 
     def __init__(self, scale_range: tuple[float, float] = (1.0, 1.0), size_limits: tuple[int, int] | None = None,
                  p: float = 0.5) -> None:
-        self.scale_range = tuple(sorted(_check_pair(scale_range, "scale_range", positive=True)))
+        self.scale_range = tuple(sorted(check_pair(scale_range, "scale_range", positive=True)))
         self.size_limits = None if size_limits is None else tuple(
-            sorted(_check_pair(size_limits, "size_limits", positive=True)))
-        self.p = _check_prob(p)
+            sorted(check_pair(size_limits, "size_limits", positive=True)))
+        self.p = check_prob(p)
 
     def _draw(self, size: tuple[int, int], rng: np.random.Generator) -> float:
         lo, hi = self.scale_range
@@ -193,7 +186,7 @@ class RandomScale:
         return sample
 
     def __repr__(self) -> str:
-        return _repr(self, scale_range=self.scale_range, size_limits=self.size_limits, p=self.p)
+        return component_repr(self, scale_range=self.scale_range, size_limits=self.size_limits, p=self.p)
 
 
 def _poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -245,8 +238,8 @@ class RandomCropWithBBox:
             raise ValueError(f"min_crop_ratio must be in (0, 1], got {min_crop_ratio!r}")
         self.max_tries = max_tries
         self.min_crop_ratio = float(min_crop_ratio)
-        self.crop_size = _check_pair(crop_size, "crop_size", positive=True, integer=True)
-        self.p = _check_prob(p)
+        self.crop_size = check_pair(crop_size, "crop_size", positive=True, integer=True)
+        self.p = check_prob(p)
 
     def choose_box(self, size: tuple[int, int], polys: list, ignore_tags: Any,
                    rng: np.random.Generator) -> tuple[int, int, int, int]:
@@ -295,8 +288,8 @@ class RandomCropWithBBox:
         return sample
 
     def __repr__(self) -> str:
-        return _repr(self, max_tries=self.max_tries, min_crop_ratio=self.min_crop_ratio,
-                     crop_size=self.crop_size, p=self.p)
+        return component_repr(self, max_tries=self.max_tries, min_crop_ratio=self.min_crop_ratio,
+                              crop_size=self.crop_size, p=self.p)
 
 
 # ----------------------------------------------------------------------------- polygon validation
@@ -378,10 +371,7 @@ class ValidatePolygons:
         corner = np.stack(polys).astype(np.float32) + np.float32(0.5)  # as _check: float32 poly + 0.5
         lo, hi = corner.min(axis=1), corner.max(axis=1)
         inside = (lo >= 0).all(axis=1) & (hi[:, 0] <= w) & (hi[:, 1] <= h)
-        p = corner.astype(np.float64)
-        x, y = p[..., 0], p[..., 1]
-        area = np.abs((x * np.roll(y, -1, axis=1)).sum(1) - (y * np.roll(x, -1, axis=1)).sum(1)) / 2.0
-        return inside, area
+        return inside, polygon_areas(corner)
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         h, w = (int(v) for v in sample.get("actual_size", sample["image"].shape[:2]))
@@ -407,5 +397,14 @@ class ValidatePolygons:
         return sample
 
     def __repr__(self) -> str:
-        return _repr(self, min_area=self.min_area, clip_to_visible_area=self.clip_to_visible_area,
-                     min_vertices=self.min_vertices)
+        return component_repr(self, min_area=self.min_area, clip_to_visible_area=self.clip_to_visible_area,
+                              min_vertices=self.min_vertices)
+
+
+TRANSFORMS: dict[str, type] = {
+    "RandomHorizontalFlip": RandomHorizontalFlip,
+    "RandomRotate": RandomRotate,
+    "RandomScale": RandomScale,
+    "RandomCropWithBBox": RandomCropWithBBox,
+    "ValidatePolygons": ValidatePolygons,
+}

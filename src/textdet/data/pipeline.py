@@ -16,43 +16,25 @@ import cv2
 import numpy as np
 
 from textdet.config.components import build_component
+from textdet.data import colour, decode, geometric, resize
+from textdet.data.colour import RandomColorAdjust
+from textdet.data.decode import Sample
 from textdet.data.geometric import (
     RandomCropWithBBox,
     RandomHorizontalFlip,
     RandomRotate,
     RandomScale,
-    ValidatePolygons,
     apply_step_to_polys,
 )
+from textdet.data.resize import NormalizeImage, ToCHWImage
 from textdet.data.targets import BorderMap, ShrinkBinaryMap
-from textdet.data.transforms import (
-    DecodeImage,
-    DetLabelEncode,
-    DetResize,
-    NormalizeImage,
-    RandomColorAdjust,
-    Sample,
-    ToCHWImage,
-)
 from textdet.errors import ConfigError
 
 Transform = Callable[[Sample, np.random.Generator], Sample]
 
-TRANSFORMS: dict[str, type] = {
-    "DecodeImage": DecodeImage,
-    "DetLabelEncode": DetLabelEncode,
-    "RandomColorAdjust": RandomColorAdjust,
-    "RandomHorizontalFlip": RandomHorizontalFlip,
-    "RandomRotate": RandomRotate,
-    "RandomScale": RandomScale,
-    "RandomCropWithBBox": RandomCropWithBBox,
-    "ValidatePolygons": ValidatePolygons,
-    "ShrinkBinaryMap": ShrinkBinaryMap,
-    "BorderMap": BorderMap,
-    "NormalizeImage": NormalizeImage,
-    "ToCHWImage": ToCHWImage,
-    "DetResize": DetResize,
-}
+# Each module owns its transforms' table; merged in pipeline order (the "valid: ..." error lists them so).
+TRANSFORMS: dict[str, type] = {**decode.TRANSFORMS, **colour.TRANSFORMS, **geometric.TRANSFORMS,
+                               "ShrinkBinaryMap": ShrinkBinaryMap, "BorderMap": BorderMap, **resize.TRANSFORMS}
 
 
 # ----------------------------------------------------------------------------- fused geometry

@@ -20,7 +20,7 @@ from textdet.config.components import check_kwargs, lookup
 from textdet.config.loader import located
 from textdet.data.dataset import DetDataset, build_loader
 from textdet.data.pipeline import Compose, FusedNormalize, build_transforms
-from textdet.data.transforms import NormalizeImage, ToCHWImage
+from textdet.data.resize import NormalizeImage, ToCHWImage
 from textdet.errors import ConfigError
 from textdet.loss import build_loss
 from textdet.metrics import build_metric

@@ -13,10 +13,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from textdet import device
-from textdet.errors import TextdetError
-from textdet.hub import safe_load
+from textdet.config import Config
+from textdet.errors import ConfigError, TextdetError
+from textdet.hub import download, is_url, safe_load
+from textdet.models import read_state_dict
 
 
 def atomic_save(obj: Any, path: str) -> None:
@@ -70,6 +73,20 @@ def model_state(obj: dict) -> dict:
     return {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
 
 
+def seed_everything(seed: int, rank: int) -> None:
+    random.seed(seed + rank)
+    np.random.seed(seed + rank)
+    torch.manual_seed(seed + rank)
+
+
+def find_resume(resume: bool | str | None, run_dir: str) -> str | None:
+    """``model.resume``: True -> ``run_dir/train_resume.ckpt``, a path -> itself; None when off or absent."""
+    if resume is False or resume is None or resume == "":
+        return None
+    path = os.path.join(run_dir, "train_resume.ckpt") if resume is True else str(resume)
+    return path if os.path.isfile(path) else None
+
+
 def rng_state() -> dict:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
             "device": device.rng_state()}
@@ -112,3 +129,29 @@ class EpochCheckpoints:
 
     def load_state_dict(self, state: dict) -> None:
         self.kept = [tuple(x) for x in state.get("kept", [])]
+
+
+def load_weights(model: nn.Module, path: str, what: str) -> None:
+    """Load a checkpoint's model weights strictly (ours or MindOCR's .ckpt); a mismatch names the keys and the
+    config it came from. MindSpore files carry no BatchNorm ``num_batches_tracked``: not a mismatch."""
+    missing, unexpected = model.load_state_dict(read_state_dict(path, what), strict=False)
+    missing = [k for k in missing if not k.endswith("num_batches_tracked")]
+    if missing or unexpected:
+        raise TextdetError(
+            f"{what}: {path} does not fit the config's model ({len(missing)} missing keys, e.g. {missing[:3]}; "
+            f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}); is it from a run with another backbone/neck/head?")
+
+
+def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
+    """The checkpoint ``textdet eval`` scores: ``--ckpt`` or ``eval.ckpt_load_path``, downloaded if a URL."""
+    path = ckpt or cfg.eval.ckpt_load_path
+    if not path:
+        raise ConfigError("no checkpoint to evaluate: pass --ckpt PATH or set eval.ckpt_load_path")
+    if is_url(path):
+        what = "--ckpt" if ckpt else "eval.ckpt_load_path"
+        return str(download(path, what, "give a local checkpoint path instead"))
+    if not os.path.isfile(path):
+        meta = getattr(cfg, "meta", None)
+        src = "--ckpt" if ckpt else f"eval.ckpt_load_path at {meta.where('eval.ckpt_load_path') if meta else '?'}"
+        raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
+    return path

@@ -81,14 +81,6 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def broadcast_object(obj):
-    """Rank 0's Python object on every rank (no-op alone)."""
-    if not _INFO.enabled:
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
 
 def barrier() -> None:
     if _INFO.enabled:

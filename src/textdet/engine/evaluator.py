@@ -11,8 +11,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from textdet.engine import distributed
-from textdet.engine.amp import AmpSettings
+from textdet.config import Config
+from textdet.device import is_accelerator, pick_device
+from textdet.engine import build, distributed
+from textdet.engine.amp import AmpSettings, amp_settings
+from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.feed import DeviceInput
 
 
@@ -179,3 +182,27 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
     if evaluator.sweep is not None:
         out["sweep"] = evaluator.sweep.results()
     return out
+
+
+def evaluate(cfg: Config, model, checkpoint: str, dev: torch.device, normalize_on_device: bool, amp: AmpSettings,
+             progress: bool = False, sweep: bool = False) -> dict:
+    """The config's eval set through ``model`` (a torch module or an ``export.OnnxModel``): both eval paths' wiring."""
+    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), normalize_on_device)
+    loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, dev)
+    post, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
+    evaluator = Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress,
+                          ThresholdSweep(post, metric) if sweep else None)
+    return timed_run(evaluator, model, checkpoint)
+
+
+def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
+                        progress: bool = False, sweep: bool = False) -> dict:
+    """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep)."""
+    build.validate(cfg, ("eval",))
+    path = resolve_ckpt(cfg, ckpt)
+    dev = pick_device(device)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    load_weights(model, path, "--ckpt" if ckpt else "eval.ckpt_load_path")
+    model.to(dev).eval()
+    return evaluate(cfg, model, path, dev, is_accelerator(dev), amp_settings(cfg.system.amp_level_infer, dev.type),
+                    progress, sweep)

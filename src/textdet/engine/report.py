@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from textdet.config import Config
 
-if TYPE_CHECKING:
-    from textdet.engine.trainer import Trainer
 
-
-def banner(t: Trainer) -> str:
-    """MindOCR's start-of-training summary, with the same field names."""
+def banner(t) -> str:
+    """MindOCR's start-of-training summary, with the same field names; ``t``: a built ``engine.trainer.Trainer``."""
     cfg = t.cfg
     devices = t.dist.world_size
     bs = t.train_loader.batch_size

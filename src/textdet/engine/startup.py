@@ -91,3 +91,16 @@ def enable_compile_cache() -> str:
         pass
     logger.info("torch.compile cache: %s (the first run compiles; later runs reuse it)", folder)
     return folder
+
+
+def want_compile(mode: str, system_mode: int, accelerator: bool) -> bool:
+    """``--compile on/off/auto``: auto compiles when ``system.mode`` is 0 on an accelerator (minutes on CPU)."""
+    if mode == "on":
+        return True
+    if mode == "off" or system_mode == 1:
+        return False
+    if not accelerator:
+        logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
+                    "(force it with --compile on)")
+        return False
+    return True

@@ -13,7 +13,6 @@ import os
 import sys
 import time
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -26,10 +25,12 @@ from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.checkpoint import (
     EpochCheckpoints,
     atomic_save,
+    find_resume,
     load_checkpoint,
     model_state,
     resume_due,
     rng_state,
+    seed_everything,
     set_rng_state,
 )
 from textdet.engine.ema import ModelEMA
@@ -40,7 +41,7 @@ from textdet.engine.optim import build_optimizer
 from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
-from textdet.engine.startup import StartupTimer, enable_compile_cache
+from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
 from textdet.errors import ConfigError, TextdetError
 from textdet.models import count_parameters
 
@@ -49,14 +50,6 @@ logger = logging.getLogger("textdet")
 
 class TrainingDiverged(TextdetError):
     """Too many consecutive optimizer steps with a non-finite loss or gradients."""
-
-
-def seed_everything(seed: int, rank: int) -> None:
-    import random
-
-    random.seed(seed + rank)
-    np.random.seed(seed + rank)
-    torch.manual_seed(seed + rank)
 
 
 class Trainer:
@@ -79,7 +72,7 @@ class Trainer:
         self.dist = distributed.init_distributed(cfg.system.distribute, self.device.type)
         self.run_dir = cfg.train.ckpt_save_dir
         self.main = distributed.is_main()
-        resume_path = self._resume_path()
+        resume_path = find_resume(cfg.model.resume, self.run_dir)
         if self.main and not dry_run:
             prepare_run_dir(self.run_dir, resume_path is not None, overwrite)
         setup_logging(None if dry_run else self.run_dir, self.main, log_level(cfg.system.log_level))
@@ -185,29 +178,11 @@ class Trainer:
         if self.dist.enabled:
             ids = [self.device.index] if is_accelerator(self.device) else None
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        self.compiled = self._want_compile(compile)
+        self.compiled = want_compile(compile, self.cfg.system.mode, is_accelerator(self.device))
         if self.compiled:
             enable_compile_cache()
             self.forward_model = torch.compile(self.forward_model)
         self.startup.mark("optimizer + wrappers")
-
-    def _resume_path(self) -> str | None:
-        r = self.cfg.model.resume
-        if r is False or r is None or r == "":
-            return None
-        path = os.path.join(self.run_dir, "train_resume.ckpt") if r is True else str(r)
-        return path if os.path.isfile(path) else None
-
-    def _want_compile(self, mode: str) -> bool:
-        if mode == "on":
-            return True
-        if mode == "off" or self.cfg.system.mode == 1:
-            return False
-        if not is_accelerator(self.device):
-            logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
-                        "(force it with --compile on)")
-            return False
-        return True
 
     def _resume(self, path: str) -> None:
         ck = load_checkpoint(path, "model.resume")
@@ -415,22 +390,22 @@ class Trainer:
         weights = self.eval_model().state_dict()
         # Without evaluation, "best" follows the lowest training loss, as in MindOCR.
         score = metric if metric is not None else (-loss if loss is not None else -math.inf)
-        light = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
+        weights_ckpt = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
                  "textdet_version": __version__}
         if score > self.best:
             self.best = score
-            atomic_save(light, os.path.join(self.run_dir, "best.ckpt"))
+            atomic_save(weights_ckpt, os.path.join(self.run_dir, "best.ckpt"))
             logger.info("saved best.ckpt (%s %.4f)", self.indicator if metric is not None else "-loss", score)
-        self.epoch_ckpts.save(light, epoch, score)
+        self.epoch_ckpts.save(weights_ckpt, epoch, score)
         self._save_resume(epoch, 0)
 
     def _save_resume(self, epochs_done: int, step_in_epoch: int) -> None:
         """train_resume.ckpt: weights, optimizer, scaler, EMA, RNGs and the position in the data order."""
         if self.main:
-            full = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            resume_ckpt = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                     "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
                     "epoch": epochs_done, "step_in_epoch": step_in_epoch, "step": self.global_step,
                     "best_metric": self.best, "rng": rng_state(), "epoch_ckpts": self.epoch_ckpts.state_dict(),
                     "config": to_dict(self.cfg), "textdet_version": __version__}
-            atomic_save(full, os.path.join(self.run_dir, "train_resume.ckpt"))
+            atomic_save(resume_ckpt, os.path.join(self.run_dir, "train_resume.ckpt"))
         self.last_save_t = time.perf_counter()

@@ -28,7 +28,7 @@ Follows MindOCR's ``DBPostprocess`` (which follows PaddleOCR) step by step, in n
    rounded only after the rescale, clipped to ``[0, src_w - 1] x [0, src_h - 1]``. Without a
    ``shape_list`` the points stay unrounded in map pixels, clipped to the map.
 
-Quad corners come out as TL, TR, BR, BL (``geometry.order_points_clockwise``, vectorised over the boxes).
+Quad corners come out as TL, TR, BR, BL (``geometry.order_quads``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.geometry import offset_polygon, unclip_distance
+from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, unclip_distance
 
 _BOX_TYPES = ("quad", "poly")
 _SCORE_MODES = ("bitmap", "fast", "slow")
@@ -119,51 +119,6 @@ def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
     points = np.concatenate([quads + normals, ends + normals], axis=1)
     points = np.copysign(np.floor(np.abs(points) + 0.5), points).astype(np.float32)  # Clipper's Round
     return [cv2.minAreaRect(p) for p in points]
-
-
-def box_points(rects: np.ndarray) -> np.ndarray:
-    """``cv2.boxPoints`` for many rectangles at once: (N, 5) ``[cx, cy, w, h, angle_deg]`` -> float64 (N, 4, 2).
-
-    The formula of OpenCV's ``RotatedRect::points``, in float64 (cv2 rounds to float32).
-    """
-    cx, cy, w, h, angle = (rects[:, i] for i in range(5))
-    rad = np.deg2rad(angle)
-    b, a = np.cos(rad) * 0.5, np.sin(rad) * 0.5
-    p0x, p0y = cx - a * h - b * w, cy + b * h - a * w
-    p1x, p1y = cx + a * h - b * w, cy - b * h - a * w
-    xs = np.stack([p0x, p1x, 2.0 * cx - p0x, 2.0 * cx - p1x], axis=1)
-    ys = np.stack([p0y, p1y, 2.0 * cy - p0y, 2.0 * cy - p1y], axis=1)
-    return np.stack([xs, ys], axis=2)
-
-
-def order_quads(boxes: np.ndarray) -> np.ndarray:
-    """``geometry.order_points_clockwise`` vectorised: (N, 4, 2) -> TL, TR, BR, BL per box.
-
-    The two leftmost points (stable sort by x) are TL, BL (by y, stable), the two rightmost TR, BR.
-    """
-    rows = np.arange(len(boxes))[:, None]
-    by_x = boxes[rows, np.argsort(boxes[..., 0], axis=1, kind="stable")]
-    swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp), (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)
-    pick = np.stack([swap[0], 2 + swap[1], 3 - swap[1], 1 - swap[0]], axis=1)  # TL, TR, BR, BL in by_x
-    return by_x[rows, pick]
-
-
-def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tuple[float, ...]:
-    """One rectangle's corners TL, TR, BR, BL as 8 floats ``x0, y0, ..., x3, y3``, in pure Python.
-
-    ``box_points`` + ``order_quads`` for one box; cheaper than numpy below a few dozen boxes.
-    """
-    rad = math.radians(angle)
-    b, a = math.cos(rad) * 0.5, math.sin(rad) * 0.5
-    ah, bw, bh, aw = a * h, b * w, b * h, a * w
-    xs = (cx - ah - bw, cx + ah - bw, cx + ah + bw, cx - ah + bw)
-    ys = (cy + bh - aw, cy - bh - aw, cy - bh + aw, cy + bh + aw)
-    l0, l1, r0, r1 = sorted(range(4), key=xs.__getitem__)  # stable
-    if ys[l0] > ys[l1]:
-        l0, l1 = l1, l0
-    if ys[r0] > ys[r1]:
-        r0, r1 = r1, r0
-    return xs[l0], ys[l0], xs[r0], ys[r0], xs[r1], ys[r1], xs[l1], ys[l1]
 
 
 def _mean_inside(prob: np.ndarray, poly: np.ndarray) -> float:

@@ -14,6 +14,7 @@ from collections import Counter
 import cv2
 import numpy as np
 
+from textdet.engine import build
 from textdet.errors import SampleError
 
 
@@ -64,8 +65,6 @@ def overlay(sample: dict) -> np.ndarray:
 
 def dump_samples(cfg, dump_dir: str, n: int) -> list[str]:
     """Write the first ``n`` processed training samples as ``.npz`` (output columns) and ``.png``."""
-    from textdet.engine import build
-
     os.makedirs(dump_dir, exist_ok=True)
     full = build.build_dataset(cfg, "train", build.build_pipeline(cfg, "train"))
     shown_pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "train"))
@@ -86,8 +85,6 @@ def dump_samples(cfg, dump_dir: str, n: int) -> list[str]:
 
 def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:
     """Print every problem of the train and eval sets and a summary; True when no sample is unusable."""
-    from textdet.engine import build
-
     ok = True
     for split in ("train", "eval"):
         if not getattr(cfg, split).dataset.transform_pipeline:

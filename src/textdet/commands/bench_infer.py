@@ -13,22 +13,29 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import cv2
+import numpy as np
+
+from textdet.data.targets import ShrinkBinaryMap
+from textdet.device import pick_device
+from textdet.engine import build
+from textdet.engine.amp import amp_settings
+from textdet.engine.checkpoint import load_weights, resolve_ckpt
+from textdet.engine.evaluator import Evaluator
+from textdet.engine.feed import DeviceInput
 from textdet.errors import TextdetError
+from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
 
 POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
 
 
 def pick(name: str | None):
-    from textdet.device import pick_device
-
     return pick_device(name)
 
 
 # ------------------------------------------------------------------------------------------------ postprocess
 def bench_postprocess(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """ms per map of the config's DBPostprocess, on saved maps (--maps) or maps drawn from eval GT."""
-    from textdet.engine import build
-
     post = build.build_postprocess_from_config(cfg)
     if args.maps:
         maps = load_maps(args.maps)
@@ -56,8 +63,6 @@ def load_maps(folder: str) -> list[tuple[str, Any, Any]]:
     ``folder/shapes.json`` (optional) maps a stem to the original image's [h, w]; maps without an
     entry stay in map pixels.
     """
-    import numpy as np
-
     if not os.path.isdir(folder):
         raise TextdetError(f"--maps {folder}: no such folder; expected a folder of .npy probability maps "
                            "(shape (1,1,H,W) or (H,W), float32) and an optional shapes.json")
@@ -104,12 +109,6 @@ def _read_shapes(path: str) -> dict[str, tuple[float, float]]:
 
 def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
     """Probability maps like a trained DBNet's: eval GT shrunk (ShrinkBinaryMap), filled, faint noise, blurred."""
-    import cv2
-    import numpy as np
-
-    from textdet.data.targets import ShrinkBinaryMap
-    from textdet.engine import build
-
     build.validate(cfg, ("eval",))
     pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "eval"))  # only the geometry is needed
     dataset = build.build_dataset(cfg, "eval", pipe)
@@ -148,12 +147,6 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     ``ms_per_image``: time in each part (data wait, forward, post-processing, metric); post-processing and
     the metric run in a thread that overlaps the next forward, so the parts can add up to more than the total.
     """
-    from textdet.engine import build
-    from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluate import load_weights, resolve_ckpt
-    from textdet.engine.evaluator import Evaluator
-    from textdet.engine.feed import DeviceInput
-
     device = pick(args.device)
     build.validate(cfg, ("eval",))
     ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
@@ -181,11 +174,6 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s of the ``Detector`` API (decode, resize, normalise, forward, post-process) on eval images."""
-    from textdet.engine import build
-    from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluate import load_weights, resolve_ckpt
-    from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
-
     device = pick(args.device)
     build.validate(cfg, ("eval",))
     ds = cfg.eval.dataset

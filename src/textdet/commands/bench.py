@@ -19,41 +19,28 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from textdet import DEVICE_HELP
-from textdet.bench_infer import bench_eval, bench_postprocess, bench_predict
-from textdet.bench_infer import pick as _device
-from textdet.errors import TextdetError
+import numpy as np
+import torch
 
-PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
+from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
+from textdet.commands.bench_infer import pick as _device
+from textdet.config import load_config
+from textdet.data.geometric import RandomCropWithBBox
+from textdet.device import synchronize
+from textdet.engine import build
+from textdet.engine.amp import amp_settings
+from textdet.engine.feed import Prefetcher
+from textdet.engine.trainer import Trainer
+from textdet.errors import SampleError, TextdetError
+
 # --n: samples (data), timed iterations (model), timed steps (train), maps (postprocess), images (eval, predict).
 DEFAULT_N = {"data": 64, "model": 10, "train": 10, "postprocess": 20, "eval": 50, "predict": 50}
 # --warmup: untimed samples / iterations / steps / maps / batches before timing starts.
 DEFAULT_WARMUP = {"data": 1, "model": 3, "train": 3, "postprocess": 1, "eval": 1, "predict": 1}
 
 
-def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register the ``bench`` subcommand on ``textdet``'s subparsers; returns its parser."""
-    p = subparsers.add_parser("bench", help="time one part alone: data, model, train, postprocess, eval")
-    p.add_argument("part", choices=PARTS, help="what to time")
-    p.add_argument("-c", "--config", required=True, help="MindOCR-style YAML config")
-    p.add_argument("-o", "--opt", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a config value (YAML-parsed), repeatable")
-    p.add_argument("--n", type=int, help="samples (data), iterations (model), steps (train), maps (postprocess), "
-                   f"images (eval); defaults {DEFAULT_N}")
-    p.add_argument("--warmup", type=int, help=f"untimed iterations first; defaults {DEFAULT_WARMUP}")
-    p.add_argument("--device", help=DEVICE_HELP)
-    p.add_argument("--threads", type=int, help="torch intra-op threads in this process (default: torch's choice)")
-    p.add_argument("--maps", metavar="DIR", help="postprocess: DIR/*.npy probability maps, (1,1,H,W) or (H,W) "
-                   "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
-    p.add_argument("--ckpt", help="eval: checkpoint to load (default: a randomly initialised model)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    return p
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``textdet bench``; raises TextdetError (the CLI prints it) on bad input."""
-    from textdet.config import load_config
-
     for flag, low in (("n", 1), ("warmup", 0), ("threads", 1)):
         value = getattr(args, flag, None)
         if value is not None and value < low:
@@ -64,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
         raise TextdetError(f"--ckpt is for `textdet bench eval`, not `{args.part}`")
     cfg = load_config(args.config, args.opt)
     if getattr(args, "threads", None):
-        import torch
-
         torch.set_num_threads(args.threads)
     n = args.n if args.n is not None else DEFAULT_N[args.part]
     warmup = args.warmup if getattr(args, "warmup", None) is not None else DEFAULT_WARMUP[args.part]
@@ -84,8 +69,6 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     (``samples_per_s_first_epoch``) and fills the cache; ``samples_per_s`` and the loader figure are
     then the steady state of every later epoch. Without it, both one-process keys hold the same pass.
     """
-    from textdet.engine import build
-
     device = _device(args.device)
     build.validate(cfg, ("train",))
     # Normalisation moves to the device on CUDA only, as in the Trainer.
@@ -127,10 +110,6 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 def _load(dataset, seed: int, i: int) -> bool:
     """Sample ``i`` (cycling) with epoch 0's random stream (DetDataset.__getitem__'s); False if unusable."""
-    import numpy as np
-
-    from textdet.errors import SampleError
-
     index = i % len(dataset)
     try:
         dataset.load(index, np.random.default_rng([seed, 0, index, 0]))
@@ -148,8 +127,6 @@ def _timed_pass(dataset, seed: int, n: int) -> tuple[float, int]:
 
 def fill_image_cache(dataset) -> bool:
     """Decode every image into the dataset's shared cache, as a first epoch does; False when it has none."""
-    from textdet.errors import SampleError
-
     if getattr(dataset, "cache", None) is None:
         return False
     decode = dataset.transform.transforms[0]  # the CachedDecode the dataset put first
@@ -187,11 +164,6 @@ def _endless(batches) -> Iterator:
 # ------------------------------------------------------------------------------------------------ model
 def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Forward (inference) and forward + loss + backward on random input at the training crop and batch."""
-    import torch
-
-    from textdet.engine import build
-    from textdet.engine.amp import amp_settings
-
     device = _device(args.device)
     h, w = train_crop(cfg)
     bs = cfg.train.loader.batch_size
@@ -228,9 +200,6 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 def train_crop(cfg) -> tuple[int, int]:
     """(h, w) of the train pipeline's RandomCropWithBBox crop, else 640x640."""
-    from textdet.data.geometric import RandomCropWithBBox
-    from textdet.engine import build
-
     if cfg.train.dataset.transform_pipeline:
         for t in build.build_pipeline(cfg, "train", fuse=False).transforms:
             if isinstance(t, RandomCropWithBBox):
@@ -255,9 +224,6 @@ def _median_seconds(fn: Callable[[], None], n: int, warmup: int, device) -> floa
 # ------------------------------------------------------------------------------------------------ train
 def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Whole training steps through the real Trainer: loader, Prefetcher, train_step, optimizer_step."""
-    from textdet.engine.feed import Prefetcher
-    from textdet.engine.trainer import Trainer
-
     _device(args.device)  # a clear error for a device that is not there
     cfg.model.resume = False  # never load a run's checkpoint: speed does not depend on it
     cfg.system.val_while_train = False  # no eval set needed
@@ -299,8 +265,6 @@ BENCHES: dict[str, Callable[..., dict]] = {
 
 
 def _sync(device) -> None:
-    from textdet.device import synchronize
-
     synchronize(device)
 
 

@@ -28,7 +28,7 @@ from textdet.errors import TextdetError
 from textdet.models import build_model
 from textdet.models.lcnetv3 import LearnableAffine
 
-RECIPE = Path(__file__).parent / "recipes" / "synthetic_dbnet_r18.yaml"
+RECIPE = Path(__file__).parents[1] / "recipes" / "synthetic_dbnet_r18.yaml"
 PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml (the student network)
     "backbone": {"name": "PPLCNetV3", "scale": 0.75, "det": True},
     "neck": {"name": "RSEFPN", "out_channels": 96},

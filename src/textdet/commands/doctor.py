@@ -6,6 +6,10 @@ import importlib
 import os
 import platform
 
+import torch
+
+from textdet import device
+
 
 def _version(module: str) -> str | None:
     try:
@@ -16,11 +20,8 @@ def _version(module: str) -> str | None:
 
 def run_doctor() -> int:
     """Print one line per check; return 1 when a required piece is missing."""
-    import torch
-
     problems = 0
     print(f"python        {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU cores")
-    from textdet import device
 
     print(f"torch         {torch.__version__}")
     for mod, pip_name in (("cv2", "opencv-python-headless"), ("pyclipper", "pyclipper"), ("shapely", "shapely"),

@@ -1,0 +1,60 @@
+"""``textdet convert FORMAT``: labels, checkpoints and models from other tools into textdet's."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from textdet.commands.ppocr import convert_ppocr
+from textdet.config import load_config
+from textdet.data.formats import convert_labels
+from textdet.data.labels import convert_icdar15
+from textdet.engine.build import build_model_from_config
+from textdet.engine.checkpoint import atomic_save
+from textdet.errors import TextdetError
+from textdet.models.ms_ckpt import mindspore_to_torch_names, read_ms_checkpoint
+from textdet.models.weights import load_model_weights, weights_file
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Dispatch on ``args.format``; every label format in ``FORMATS`` goes through ``convert_labels``."""
+    run = {"icdar15": _convert_icdar15, "ppocr": _convert_ppocr, "mindocr": _convert_mindocr}.get(args.format)
+    return (run or _convert_labels)(args)
+
+
+def _convert_icdar15(args: argparse.Namespace) -> int:
+    n = convert_icdar15(args.gt_dir, args.out, image_prefix=args.image_prefix)
+    print(f"wrote {n} images' labels to {args.out}")
+    return 0
+
+
+def _convert_ppocr(args: argparse.Namespace) -> int:
+    summary = convert_ppocr(args.model, args.out, name=args.name)
+    print(f"wrote {summary['checkpoint']} ({summary['tensors']} tensors) and {summary['config']}")
+    return 0
+
+
+def _convert_labels(args: argparse.Namespace) -> int:
+    options = {"split": args.split} if getattr(args, "split", None) else {}
+    summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, **options)
+    print(f"{args.format}: {summary} -> {args.out}")
+    return 0
+
+
+def _convert_mindocr(args: argparse.Namespace) -> int:
+    """MindSpore names -> ours; with -c every model tensor must be in the file with its shape."""
+    path = weights_file(args.input, "convert mindocr", "give a local .ckpt path")
+    tensors, skipped = read_ms_checkpoint(path)
+    weights, training = mindspore_to_torch_names(tensors)
+    print(f"{path}: {len(weights)} weight tensors; left out {len(training)} optimizer/training entries"
+          + (f" ({', '.join(training[:4])}{', ...' if len(training) > 4 else ''})" if training else "")
+          + (f" and {len(skipped)} non-tensor entries ({', '.join(skipped[:4])})" if skipped else ""))
+    if args.config:
+        cfg = load_config(args.config, [*args.opt, "model.pretrained=false"])  # the model only, no weights
+        report = load_model_weights(build_model_from_config(cfg, False), path, "convert mindocr")
+        if report.missing or report.unexpected or report.mismatched:
+            raise TextdetError(f"{path} does not match the model of {args.config}:\n{report}")
+        print(f"matches {args.config}: all {len(report.loaded)} tensors have a place and a shape there")
+    atomic_save({"model": weights, "converted_from": os.path.basename(str(path))}, args.out)
+    print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,150 @@
+"""``textdet predict`` and ``textdet export``: the command-line glue around ``predict.Detector`` and ``export``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from textdet.config import load_config
+from textdet.data.formats import plain_points, write_labelme
+from textdet.data.resize import DetResize
+from textdet.engine import build
+from textdet.engine.checkpoint import load_weights
+from textdet.errors import DataError, TextdetError
+from textdet.export import (
+    BOX_TOLERANCE_PX,
+    DEFAULT_EXPORT_HW,
+    INPUT_NAME,
+    MAX_ABS_DIFF,
+    OUTPUT_NAME,
+    compare_onnx,
+    export_onnx,
+    synthetic_image,
+)
+from textdet.predict import Detector, Preprocess, find_checkpoint, find_images, preprocess_from_config, read_image
+
+logger = logging.getLogger("textdet")
+DRAW_COLOR_BGR = (0, 255, 0)
+
+
+def draw_polys(image_rgb: np.ndarray, polys: Sequence[np.ndarray], path: str) -> None:
+    """Write ``image_rgb`` with ``polys`` outlined (green, 2 px) to ``path``."""
+    canvas = np.ascontiguousarray(image_rgb[..., ::-1])
+    pts = [np.round(np.asarray(p)).astype(np.int32).reshape(-1, 1, 2) for p in polys]
+    cv2.polylines(canvas, pts, True, DRAW_COLOR_BGR, 2)
+    if not cv2.imwrite(path, canvas):
+        raise TextdetError(f"cannot write {path}")
+
+
+def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
+    """``predictions.json`` ({path: [{"points", "score"}]}) and MindOCR's ``det_results.txt``."""
+    preds = {path: [{"points": plain_points(p), "score": round(float(s), 4)} for p, s in zip(r["polys"], r["scores"],
+                                                                                       strict=True)]
+             for path, r in results.items()}
+    json_path = os.path.join(out_dir, "predictions.json")
+    with open(json_path, "w", encoding="utf-8") as f:  # one image per line: readable and diff-able
+        f.write("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in preds.items()) + "\n}\n")
+    txt_path = os.path.join(out_dir, "det_results.txt")
+    with open(txt_path, "w", encoding="utf-8") as f:
+        for path, r in results.items():
+            f.write(f"{os.path.basename(path)}\t{json.dumps([plain_points(p) for p in r['polys']])}\n")
+    return json_path, txt_path
+
+
+# ----------------------------------------------------------------------------- command
+
+
+def build_detector(args: argparse.Namespace) -> Detector:
+    """The Detector that ``textdet predict`` options describe; usage errors as TextdetError."""
+    if args.batch_size < 1:
+        raise TextdetError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.onnx and args.ckpt:
+        raise TextdetError("give either --ckpt (with -c) or --onnx, not both")
+    if not args.onnx and not args.config:
+        raise TextdetError("give -c CONFIG --ckpt PATH (a PyTorch checkpoint) or --onnx PATH")
+    cfg = None
+    if args.config:
+        cfg = load_config(args.config, args.opt)
+    elif args.opt:  # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
+        cfg = load_config(None, ["postprocess.name=DBPostprocess", *args.opt])
+    if args.onnx:
+        return Detector.from_onnx(args.onnx, cfg=cfg, device=args.device, batch_size=args.batch_size)
+    return Detector.from_config(cfg, args.ckpt, device=args.device, batch_size=args.batch_size)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """``textdet predict``: detect, write predictions.json + det_results.txt (+ drawn images), summarise."""
+    paths = find_images(args.inputs)
+    labelme = getattr(args, "format", "json") == "labelme"
+    if labelme and any(os.path.splitext(os.path.basename(p))[0] == "predictions" for p in paths):
+        raise TextdetError("an image named predictions.* would overwrite predictions.json; rename it")
+    detector = build_detector(args)
+    os.makedirs(args.out, exist_ok=True)
+    results: dict[str, dict] = {}
+    t0, skipped = time.perf_counter(), 0
+    step = max(detector.batch_size, 1) * 4  # bounded memory on big folders, still full batches
+    for start in range(0, len(paths), step):
+        batch, images = [], []
+        for path in paths[start : start + step]:
+            try:
+                images.append(read_image(path))
+                batch.append(path)
+            except DataError as e:
+                logger.warning("predict: skipped %s: %s", path, e)
+                skipped += 1
+        for path, image, res in zip(batch, images, detector.predict(images) if images else [], strict=True):
+            results[path] = res
+            stem = os.path.join(args.out, os.path.splitext(os.path.basename(path))[0])
+            if args.draw:
+                draw_polys(image, res["polys"], f"{stem}_det.jpg")
+            if labelme:  # no transcription yet: the reviewer types it as the label
+                anns = [{"transcription": "", "points": p, "score": s} for p, s in zip(res["polys"], res["scores"],
+                                                                                       strict=True)]
+                write_labelme([(os.path.basename(path), anns)], args.out, os.path.dirname(path))
+    seconds = time.perf_counter() - t0
+    if not results:
+        raise TextdetError(f"none of the {len(paths)} input images could be read (see the warnings above)")
+    json_path, txt_path = write_results(args.out, results)
+    boxes = sum(len(r["polys"]) for r in results.values())
+    extra = f", {skipped} unreadable skipped" if skipped else ""
+    print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s{extra}; "
+          f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else "")
+          + (f", {len(results)} labelme files" if labelme else ""))
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
+    cfg = load_config(args.config, args.opt)
+    path, what = find_checkpoint(cfg, args.ckpt)
+    postprocess = build.build_postprocess_from_config(cfg)
+    preprocess = preprocess_from_config(cfg)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    load_weights(model, path, what)
+    model.eval()
+    default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
+    h, w = args.height or default[0], args.width or default[1]
+    export_onnx(model, args.out, h, w, args.opset)
+    print(f"export: wrote {os.path.abspath(args.out)} ({os.path.getsize(args.out) / 1e6:.1f} MB, opset {args.opset}, "
+          f"input {INPUT_NAME!r} (N, 3, H, W) dynamic, output {OUTPUT_NAME!r})")
+    check_pre = Preprocess(DetResize(target_size=(h, w), keep_ratio=False, limit_type="none"),
+                           preprocess.normalize, preprocess.img_mode)
+    check = compare_onnx(model, args.out, check_pre, postprocess, synthetic_image(h, w))
+    boxes = "identical" if check["identical_boxes"] else f"same within {BOX_TOLERANCE_PX:g} px"
+    n = len(check["torch"]["polys"])
+    if check["max_abs_diff"] > MAX_ABS_DIFF:
+        raise TextdetError(f"ONNX Runtime disagrees with PyTorch on a {h}x{w} synthetic image: max |P diff| = "
+                           f"{check['max_abs_diff']:.2e} > {MAX_ABS_DIFF:g} ({args.out} was written; do not use it)")
+    if not check["same_boxes"]:
+        raise TextdetError(f"ONNX Runtime boxes differ from PyTorch's on a {h}x{w} synthetic image "
+                           f"({len(check['onnx']['polys'])} vs {n}; max |P diff| {check['max_abs_diff']:.2e})")
+    print(f"export: onnxruntime check on a {h}x{w} synthetic image: max |P_onnx - P_torch| = "
+          f"{check['max_abs_diff']:.2e}, boxes {boxes} ({n})")
+    return 0

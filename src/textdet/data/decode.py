@@ -1,0 +1,195 @@
+"""Decoding and labels: ``DecodeImage`` and ``DetLabelEncode``, MindOCR's names and keyword parameters.
+
+Every transform (here, ``colour``, ``geometric``, ``targets``, ``resize``) is
+``t(sample: dict, rng: np.random.Generator) -> dict`` (see docs/ARCHITECTURE.md for the keys); randomness
+comes only from ``rng`` so a seeded loader worker is reproducible. Polygons are (P, 2) float32 (x, y)
+arrays in pixel-centre coordinates (``geometric.py``'s docstring explains the convention).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any
+
+import cv2
+import numpy as np
+
+from textdet.checks import component_repr
+from textdet.errors import SampleError
+from textdet.geometry import polygon_area, polygon_areas
+
+Sample = dict[str, Any]
+IGNORE_TEXTS = ("###", "*")
+
+
+# ----------------------------------------------------------------------------- decoding and labels
+class DecodeImage:
+    """Read ``sample["img_path"]`` and decode it (cv2), like MindOCR's DecodeImage.
+
+    Bytes are read with ``np.fromfile`` and decoded with ``cv2.imdecode`` so non-ASCII paths work
+    on every OS. Missing, unreadable or corrupt files raise ``SampleError`` naming the file, so the
+    dataset can skip the sample. Sets ``image``, ``raw_img_shape`` (h, w) and, with keep_ori,
+    ``image_ori``.
+    """
+
+    def __init__(self, img_mode: str = "BGR", channel_first: bool = False, to_float32: bool = False,
+                 ignore_orientation: bool = False, keep_ori: bool = False) -> None:
+        if img_mode not in ("BGR", "RGB"):
+            raise ValueError(f"img_mode must be 'BGR' or 'RGB', got {img_mode!r}")
+        self.img_mode = img_mode
+        self.channel_first = bool(channel_first)
+        self.to_float32 = bool(to_float32)
+        self.ignore_orientation = bool(ignore_orientation)
+        self.keep_ori = bool(keep_ori)
+        self._flag = cv2.IMREAD_COLOR | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
+        # OpenCV >= 4.10 decodes straight to RGB (libjpeg/libpng write RGB): bit-identical to
+        # BGR + cvtColor, one full-frame pass less.
+        self._rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)
+        self._decode_rgb = img_mode == "RGB" and self._rgb_flag is not None
+        if self._decode_rgb:
+            self._flag = self._rgb_flag | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
+
+    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
+        path = sample["img_path"]
+        try:
+            buf = np.fromfile(path, dtype=np.uint8)
+            img = cv2.imdecode(buf, self._flag) if buf.size else None
+        except (OSError, cv2.error) as err:
+            raise SampleError(f"cannot read image {path}: {err}") from err
+        if img is None:
+            raise SampleError(f"cannot decode image {path} (empty or corrupt file)")
+        if self.img_mode == "RGB" and not self._decode_rgb:
+            img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        sample["raw_img_shape"] = tuple(int(s) for s in img.shape[:2])
+        if self.channel_first:
+            img = np.ascontiguousarray(img.transpose(2, 0, 1))
+        if self.to_float32:
+            img = img.astype(np.float32)
+        sample["image"] = img
+        if self.keep_ori:
+            sample["image_ori"] = img.copy()
+        return sample
+
+    def __repr__(self) -> str:
+        return component_repr(self, img_mode=self.img_mode, channel_first=self.channel_first,
+                              to_float32=self.to_float32, ignore_orientation=self.ignore_orientation,
+                              keep_ori=self.keep_ori)
+
+
+def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
+    """Return (float32 (P, 2) polygon, "") or (None, reason it is unusable)."""
+    try:
+        poly = np.asarray(points, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None, "points are not a list of [x, y] pairs"
+    if poly.ndim != 2 or poly.shape[1] != 2:
+        return None, f"points must have shape (P, 2), got {poly.shape}"
+    if len(poly) < 3:
+        return None, f"{len(poly)} points (need at least 3)"
+    with np.errstate(over="ignore", invalid="ignore"):
+        poly = poly.astype(np.float32)  # huge values overflow to inf here, so check after the cast
+    if not np.isfinite(poly).all():
+        return None, "non-finite coordinates"
+    if polygon_area(poly) <= 0:
+        return None, "zero area"
+    return poly, ""
+
+
+class DetLabelEncode:
+    """Parse the JSON annotation into ``polys``, ``texts`` and ``ignore_tags``.
+
+    ``sample["label"]`` is the raw JSON text or an already parsed list of
+    ``{"transcription": str, "points": [[x, y], ...]}``. Transcriptions ``###`` and ``*`` are
+    ignored (don't-care). Differences from MindOCR, on purpose:
+
+    * polygons keep their own vertex counts (a list), instead of being padded to a common count by
+      repeating the last point;
+    * a polygon with < 3 points, non-finite coordinates or zero area is dropped with a warning
+      naming the label file and line, instead of crashing a loader worker later;
+    * an empty annotation list gives empty outputs (a text-free image) instead of ``None``.
+
+    Malformed JSON (or entries without ``points``) raise ``SampleError`` naming file and line.
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    @staticmethod
+    def _where(sample: Sample) -> str:
+        return f"{sample.get('label_file')}:{sample.get('line_no')} ({sample.get('img_path')})"
+
+    def _entries(self, sample: Sample) -> list:
+        label = sample["label"]
+        if isinstance(label, (str, bytes)):
+            try:
+                label = json.loads(label)
+            except ValueError as err:
+                raise SampleError(f"{self._where(sample)}: malformed label JSON: {err}") from err
+        if not isinstance(label, list) or not all(isinstance(e, dict) and "points" in e for e in label):
+            raise SampleError(f"{self._where(sample)}: label must be a list of {{'transcription', 'points'}} "
+                              f"objects, got {str(label)[:80]!r}")
+        return label
+
+    @staticmethod
+    def _parse_all(entries: list) -> list[np.ndarray] | None:
+        """Vectorised parse for the common case: every polygon has the same vertex count (quads) and
+        all are valid. Returns the float32 polygons, or None to fall back to the per-entry path
+        (which also issues the warnings). Same values as ``_parse_polygon`` entry by entry."""
+        try:
+            arr = np.array([e["points"] for e in entries], dtype=np.float64)
+        except (TypeError, ValueError):  # ragged, or not numbers
+            return None
+        if arr.ndim != 3 or arr.shape[1] < 3 or arr.shape[2] != 2:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = arr.astype(np.float32)
+            if not np.isfinite(arr).all():
+                return None
+            p = arr.astype(np.float64)
+            area = polygon_areas(p)
+        # polygon_area sums in another order; only a (near-)zero area could compare differently
+        scale = np.abs(p).max(axis=(1, 2)) ** 2 + 1.0
+        if not (area > 1e-9 * scale).all():
+            return None
+        return list(arr)
+
+    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
+        entries = self._entries(sample)
+        fast = self._parse_all(entries) if entries else None
+        if fast is not None:
+            texts = [str(e.get("transcription", "")) for e in entries]
+            sample["polys"] = fast
+            sample["texts"] = texts
+            sample["ignore_tags"] = np.array([t in IGNORE_TEXTS for t in texts], dtype=bool)
+            return self._warn_outside(sample)
+        polys, texts, tags = [], [], []
+        for i, entry in enumerate(entries):
+            text = str(entry.get("transcription", ""))
+            poly, reason = _parse_polygon(entry["points"])
+            if poly is None:
+                warnings.warn(f"{self._where(sample)}: polygon {i} ({text!r}) dropped: {reason}", stacklevel=2)
+                continue
+            polys.append(poly)
+            texts.append(text)
+            tags.append(text in IGNORE_TEXTS)
+        sample["polys"] = polys
+        sample["texts"] = texts
+        sample["ignore_tags"] = np.array(tags, dtype=bool)
+        return self._warn_outside(sample)
+
+    def _warn_outside(self, sample: Sample) -> Sample:
+        """A polygon entirely off the decoded image is a labelling mistake (kept: later steps drop it)."""
+        h, w = sample["image"].shape[:2] if "image" in sample else (math.inf, math.inf)
+        for i, p in enumerate(sample["polys"]):
+            if p[:, 0].min() >= w or p[:, 1].min() >= h or p[:, 0].max() < 0 or p[:, 1].max() < 0:
+                warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image",
+                              stacklevel=2)
+        return sample
+
+    def __repr__(self) -> str:
+        return "DetLabelEncode()"
+
+
+TRANSFORMS: dict[str, type] = {"DecodeImage": DecodeImage, "DetLabelEncode": DetLabelEncode}

@@ -1,0 +1,114 @@
+"""docs/ARCHITECTURE.md's house rules, read from the source: imports go down the floors, no import cycles,
+no file over 450 lines, src/ under 9,000 lines. Every import counts, function-local and TYPE_CHECKING too."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "textdet"
+MAX_FILE_LINES, MAX_TOTAL_LINES = 450, 9000
+# First part of the module name -> floor. A module imports its own part or a lower floor.
+LAYERS = {
+    "errors": 0,
+    "textdet": 1, "geometry": 1, "config": 1, "checks": 1, "device": 1, "hub": 1, "icdar": 1,
+    "data": 2, "models": 2, "loss": 2, "postprocess": 2, "metrics": 2,
+    "engine": 3,
+    "export": 4,
+    "predict": 5,
+    "commands": 6,
+    "cli": 7,
+    "__main__": 8,
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = ("textdet", *path.relative_to(SRC).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _edges(modules: dict[str, Path]) -> set[tuple[str, str]]:
+    edges = set()
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            edges |= {(name, t) for t in targets if t in modules and t != name}
+    return edges
+
+
+def _part(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def test_edges_are_read_from_source():
+    edges = _edges(_modules())
+    assert ("textdet.cli", "textdet.errors") in edges
+    assert ("textdet.__main__", "textdet.cli") in edges
+
+
+def test_imports_only_go_down_the_floors():
+    modules = _modules()
+    unknown = sorted({_part(m) for m in modules} - set(LAYERS))
+    assert not unknown, f"give these a floor in LAYERS (and in docs/ARCHITECTURE.md): {unknown}"
+    upward = sorted((a, b) for a, b in _edges(modules)
+                    if _part(a) != _part(b) and LAYERS[_part(b)] >= LAYERS[_part(a)])
+    assert not upward, f"imports going up or sideways: {upward}"
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = {m: set() for m in _modules()}
+    for a, b in _edges(_modules()):
+        graph[a].add(b)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            cycle = [*path[path.index(n):], m, n] if n in path else [m, n]
+            assert state.get(n) != 1, f"import cycle: {' -> '.join(cycle)}"
+            if n not in state:
+                visit(n, [*path, m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+def _sizes() -> dict[str, int]:
+    return {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in _modules().values()}
+
+
+def test_no_file_over_450_lines():
+    big = {k: v for k, v in _sizes().items() if v > MAX_FILE_LINES}
+    assert not big, f"files over {MAX_FILE_LINES} lines: {big}"
+
+
+@pytest.mark.xfail(reason="issue 13 target: src/ under 9,000 lines once the docstring/format trims land", strict=False)
+def test_total_lines_under_target():
+    total = sum(_sizes().values())
+    assert total < MAX_TOTAL_LINES, f"src/ has {total} lines (limit {MAX_TOTAL_LINES})"
+
+
+def test_cli_does_not_import_torch():
+    """`textdet --help` and a config typo must answer before torch is imported (start-up budget)."""
+    code = "import sys, textdet.cli, textdet.config; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
