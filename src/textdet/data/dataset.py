@@ -47,16 +47,9 @@ class DetDataset(Dataset):
     """
 
     def __init__(
-        self,
-        dataset_root: str,
-        data_dir: str,
-        label_file: str | Sequence[str],
-        transform: Callable[[dict, np.random.Generator], dict],
-        output_columns: Sequence[str],
-        sample_ratio: float = 1.0,
-        seed: int = 0,
-        config_prefix: str = "dataset",
-        cache_images: bool | str = False,
+        self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
+        transform: Callable[[dict, np.random.Generator], dict], output_columns: Sequence[str],
+        sample_ratio: float = 1.0, seed: int = 0, config_prefix: str = "dataset", cache_images: bool | str = False,
     ):
         image_dir, files = check_dataset_paths(dataset_root, data_dir, label_file, config_prefix)
         if not output_columns:
@@ -91,9 +84,7 @@ class DetDataset(Dataset):
         """Run one record through the pipeline; raises SampleError when it cannot be used."""
         r = self.records[index]
         sample = {
-            "img_path": os.path.join(self.image_dir, r.rel_path),
-            "label": r.annotations,
-            "label_file": r.label_file,
+            "img_path": os.path.join(self.image_dir, r.rel_path), "label": r.annotations, "label_file": r.label_file,
             "line_no": r.line_no,
         }
         sample = self.transform(sample, rng)
@@ -171,18 +162,9 @@ def collate(samples: list[dict]) -> dict[str, Any]:
 
 
 def build_loader(
-    dataset: DetDataset,
-    batch_size: int,
-    shuffle: bool,
-    drop_remainder: bool,
-    num_workers: int,
-    seed: int,
-    rank: int = 0,
-    world_size: int = 1,
-    pin_memory: bool = False,
-    prefetch_factor: int = 2,
-    persistent_workers: bool = True,
-    pad_shards: bool = True,
+    dataset: DetDataset, batch_size: int, shuffle: bool, drop_remainder: bool, num_workers: int, seed: int,
+    rank: int = 0, world_size: int = 1, pin_memory: bool = False, prefetch_factor: int = 2,
+    persistent_workers: bool = True, pad_shards: bool = True,
 ) -> DataLoader:
     """A DataLoader over ``dataset`` with per-sample seeding and rank sharding."""
     sampler = EpochSampler(len(dataset), shuffle, seed, rank, world_size, pad=pad_shards)
@@ -200,12 +182,6 @@ def build_loader(
         cv2.setNumThreads(0)
         kwargs = dict(prefetch_factor=prefetch_factor, persistent_workers=persistent_workers)
     return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        sampler=sampler,
-        drop_last=drop_remainder,
-        num_workers=num_workers,
-        collate_fn=collate,
-        pin_memory=pin_memory,
-        **kwargs,
+        dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_remainder, num_workers=num_workers,
+        collate_fn=collate, pin_memory=pin_memory, **kwargs,
     )

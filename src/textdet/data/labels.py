@@ -239,9 +239,7 @@ def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list
 
 
 def read_label_files(
-    label_files: str | Sequence[str],
-    dataset_root: str = "",
-    sample_ratio: float | Sequence[float] = 1.0,
+    label_files: str | Sequence[str], dataset_root: str = "", sample_ratio: float | Sequence[float] = 1.0,
     rng_seed: int = 0,
 ) -> tuple[list[LabelRecord], list[Problem]]:
     """Read one or more label files.

@@ -284,13 +284,7 @@ def _style(rng: np.random.Generator, base: int, tiny: bool, heldout: bool) -> di
 
 
 def _find_spot(
-    rng: np.random.Generator,
-    img: np.ndarray,
-    occupied: np.ndarray,
-    cell: int,
-    boxes: list[tuple],
-    pw: int,
-    ph: int,
+    rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray, cell: int, boxes: list[tuple], pw: int, ph: int,
     margin: float,
 ) -> tuple[np.ndarray, list[np.ndarray]] | None:
     """A transform putting every word box inside the image and clear of other words, or None."""
@@ -400,14 +394,8 @@ def _write_split(
 
 
 def generate_dataset(
-    out_dir: str,
-    n_train: int = 100,
-    n_val: int = 20,
-    seed: int = 0,
-    size: tuple[int, int] = (640, 480),
-    progress: bool | None = None,
-    n_heldout: int = 0,
-    heldout_size: tuple[int, int] = (448, 336),
+    out_dir: str, n_train: int = 100, n_val: int = 20, seed: int = 0, size: tuple[int, int] = (640, 480),
+    progress: bool | None = None, n_heldout: int = 0, heldout_size: tuple[int, int] = (448, 336),
 ) -> dict:
     """Write a synthetic data set in the ICDAR2015 layout.
 

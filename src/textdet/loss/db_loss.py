@@ -95,13 +95,8 @@ class DBLoss(nn.Module):
     """
 
     def __init__(
-        self,
-        eps: float = 1e-6,
-        l1_scale: float = 10,
-        bce_scale: float = 5,
-        bce_replace: str = "bceloss",
-        negative_ratio: float = 3,
-        min_negatives: int = 10,
+        self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
+        negative_ratio: float = 3, min_negatives: int = 10,
     ) -> None:
         super().__init__()
         if bce_replace not in _BCE_REPLACE:
@@ -143,11 +138,7 @@ class DBLoss(nn.Module):
         return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
 
     def forward(
-        self,
-        preds: Mapping[str, Tensor] | Tensor,
-        binary_map: Tensor,
-        mask: Tensor,
-        thresh_map: Tensor | None = None,
+        self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor, thresh_map: Tensor | None = None,
         thresh_mask: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """Compute the DB loss.

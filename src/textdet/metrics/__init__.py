@@ -21,12 +21,5 @@ def build_metric(name: str, **kwargs: Any) -> DetMetric:
 
 
 __all__ = [
-    "METRICS",
-    "DetMetric",
-    "build_metric",
-    "evaluate_files",
-    "evaluate_image",
-    "load_gt",
-    "load_preds",
-    "to_polygon",
+    "METRICS", "DetMetric", "build_metric", "evaluate_files", "evaluate_image", "load_gt", "load_preds", "to_polygon",
 ]

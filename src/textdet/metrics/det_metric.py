@@ -98,10 +98,7 @@ def _iou_pairs(inter: np.ndarray, ga: np.ndarray, da: np.ndarray, ignore: np.nda
 
 
 def evaluate_image(
-    dets: Sequence[Any],
-    gts: Sequence[Any],
-    ignore_tags: Any = None,
-    iou_thresh: float = 0.5,
+    dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
     area_precision_constraint: float = 0.5,
 ) -> tuple[int, int, int]:
     """ICDAR2015 counts for one image.

@@ -1,9 +1,7 @@
 """Finding and loading weights: ImageNet backbones, whole-model checkpoints, MindSpore ``.ckpt`` files.
 
-``pretrained=True`` takes torchvision's ImageNet file from the torch hub cache
-(``torch.hub.get_dir()/checkpoints``, which honours ``$TORCH_HOME``), downloading it there first if
-needed; a URL is downloaded the same way (``textdet.hub``); a string is a path. MindSpore checkpoints
-(MindOCR, mindcv) are read without MindSpore and renamed to our parameter names.
+``pretrained=True`` uses torchvision's ImageNet file in the torch hub cache (downloaded there if needed);
+a URL downloads via ``textdet.hub``; a string is a path. MindSpore checkpoints are read and renamed.
 """
 
 from __future__ import annotations
@@ -99,10 +97,8 @@ def load_backbone_weights(
 ) -> None:
     """Load ImageNet weights into a backbone; every backbone tensor must be in the file with its shape.
 
-    Keys under ``ignore_prefixes`` (the classifier) are skipped; other extra keys are logged.
-
-    Raises:
-        ConfigError: a shape differs (naming the key) or backbone tensors are missing from the file.
+    Keys under ``ignore_prefixes`` (the classifier) are skipped, other extras logged. Raises ConfigError naming
+    a key whose shape differs, or the missing backbone tensors.
     """
     state = {k: v for k, v in read_state_dict(path, f"{arch} weights").items() if not k.startswith(ignore_prefixes)}
     own = module.state_dict()
