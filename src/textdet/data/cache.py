@@ -1,9 +1,7 @@
 """Decoded images kept in one shared-memory block, so JPEG decoding happens once per image, not once per epoch.
 
-A DBNet recipe reads each image 1200 times; decoding is a third of the per-sample work (and the
-same libjpeg on every toolkit). The block is a memory map created before the loader forks its
-workers, so every worker reads and fills the same pages: whichever process decodes an image first
-stores it, every later epoch copies it out. Nothing is written to disk when /dev/shm has room.
+A recipe reads each image ~1200 times and decoding is a third of the per-sample work. The memory map is made
+before the loader forks, so all workers share the pages: whoever decodes an image first stores it.
 """
 
 from __future__ import annotations

@@ -31,19 +31,11 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
 class DetDataset(Dataset):
-    """Image + polygon records from MindOCR/PaddleOCR label files, run through a transform pipeline.
+    """Image + polygon records from MindOCR/PaddleOCR label files, run through ``transform(sample, rng)``.
 
-    Args:
-        dataset_root: folder that ``data_dir`` and ``label_file`` are relative to.
-        data_dir: folder of the images (label paths are relative to it).
-        label_file: one label file or a list of them.
-        transform: callable ``(sample, rng) -> sample`` (a ``Compose``).
-        output_columns: sample keys returned, in order (MindOCR's ``output_columns``).
-        sample_ratio: MindOCR's subsample (< 1) / repeat (> 1) factor.
-        seed: base of every sample's random stream.
-        config_prefix: e.g. ``"train.dataset"``, used to name config keys in errors.
-        cache_images: keep decoded images in shared memory after their first decode (True, False,
-            or "auto": when they fit in a quarter of the available memory); see ``data.cache``.
+    ``data_dir``/``label_file`` are relative to ``dataset_root``; ``output_columns``: keys returned, in order;
+    ``sample_ratio``: subsample/repeat; ``seed``: base of every sample's random stream; ``config_prefix``: names
+    keys in errors; ``cache_images``: True/False/"auto" shared-memory decoded images (``data.cache``).
     """
 
     def __init__(
