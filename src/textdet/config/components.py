@@ -1,9 +1,8 @@
 """Build a component from its spec (``name`` + keyword arguments), checked against the class it names.
 
-Component sections (backbone, neck, head, loss, postprocess, metric, transform entries) are the
-constructor arguments of a class, so the constructor signature is the schema: unknown keys get the
-closest valid name and values of the wrong type are rejected with the key path before anything is
-built. Every ``build_*`` in the package goes through here, so all of them report errors alike.
+The constructor signature is the schema of a component section (backbone, neck, head, loss, postprocess,
+metric, transforms): unknown keys get the closest valid name, wrong types are rejected with the key path
+before anything is built. Every ``build_*`` goes through here, so all report errors alike.
 """
 
 from __future__ import annotations
