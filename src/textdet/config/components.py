@@ -103,3 +103,9 @@ def _matches(value: Any, expected: tuple[type, ...]) -> bool:
     if isinstance(value, float) and int in expected and float not in expected:
         return value.is_integer()
     return isinstance(value, expected)
+
+
+def component_repr(obj: Any) -> str:
+    """``Name(param=value, ...)`` over the ``__init__`` parameters that ``obj`` keeps as attributes."""
+    params = [p for p in inspect.signature(type(obj)).parameters if hasattr(obj, p)]
+    return f"{type(obj).__name__}({', '.join(f'{p}={getattr(obj, p)!r}' for p in params)})"

@@ -14,6 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from textdet.config.components import component_repr
 from textdet.errors import SampleError
 from textdet.geometry import offset_polygon, polygon_area, shrink_distance
 
@@ -68,17 +69,13 @@ class ShrinkBinaryMap:
     """
 
     def __init__(self, min_text_size: float = 8, shrink_ratio: float = 0.4) -> None:
-        if (
-            isinstance(min_text_size, bool)
-            or not isinstance(min_text_size, (int, float))
-            or not (0 <= min_text_size < math.inf)
-        ):
+        m = min_text_size
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < math.inf:
             raise ValueError(f"min_text_size must be a finite number >= 0, got {min_text_size!r}")
         self.min_text_size = min_text_size
         self.shrink_ratio = _check_ratio(shrink_ratio)
 
-    def __repr__(self) -> str:
-        return f"ShrinkBinaryMap(min_text_size={self.min_text_size}, shrink_ratio={self.shrink_ratio})"
+    __repr__ = component_repr
 
     def __call__(self, sample: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         h, w = _image_hw(sample)
@@ -180,10 +177,7 @@ class BorderMap:
         self.thresh_min = float(thresh_min)
         self.thresh_max = float(thresh_max)
 
-    def __repr__(self) -> str:
-        return (
-            f"BorderMap(shrink_ratio={self.shrink_ratio}, thresh_min={self.thresh_min}, thresh_max={self.thresh_max})"
-        )
+    __repr__ = component_repr
 
     def __call__(self, sample: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         h, w = _image_hw(sample)

@@ -12,11 +12,7 @@ METRICS = {"DetMetric": DetMetric}
 
 
 def build_metric(name: str, **kwargs: Any) -> DetMetric:
-    """Build the metric called ``name`` (a key of ``METRICS``) from plain keyword arguments.
-
-    Raises:
-        ConfigError: unknown name (lists the valid ones), a keyword the class does not take, or a bad value.
-    """
+    """``METRICS[name](**kwargs)``; ConfigError names a bad name (listing the valid ones), keyword or value."""
     return build_component(METRICS, name, kwargs, "metric", "metric")
 
 

@@ -15,6 +15,8 @@ import numpy as np
 import shapely
 from shapely.geometry import Polygon
 
+from textdet.config.components import component_repr
+
 
 def to_polygon(points: Any) -> Polygon:
     """Truncate ``points`` (P, 2) to integers and return a valid shapely polygon (empty if degenerate)."""
@@ -180,11 +182,7 @@ class DetMetric:
         self.area_precision_constraint = float(area_precision_constraint)
         self._counts = np.zeros(4)
 
-    def __repr__(self) -> str:
-        return (
-            f"DetMetric(main_indicator={self.main_indicator!r}, iou_thresh={self.iou_thresh}, "
-            f"area_precision_constraint={self.area_precision_constraint}, protocol={self.protocol!r})"
-        )
+    __repr__ = component_repr
 
     def reset(self) -> None:
         self._counts = np.zeros(4)
