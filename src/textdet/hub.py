@@ -113,9 +113,7 @@ def _transfer(url: str, out: Any, timeout: float, progress: bool) -> str:
 def safe_load(path: str | os.PathLike, what: str) -> Any:
     """``torch.load(weights_only=True)``: tensors, containers, numbers and numpy arrays, never code.
 
-    Raises:
-        ConfigError: the file needs arbitrary pickled objects (refused: loading it could run code), or
-            cannot be read at all; the message names the file and ``what`` it came from.
+    Raises ConfigError naming the file and ``what`` when it needs arbitrary pickled objects or cannot be read.
     """
     try:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):

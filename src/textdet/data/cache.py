@@ -54,12 +54,7 @@ def _shared_folder(nbytes: int) -> str:
 
 
 class ImageCache:
-    """Fixed slots (one per image, sized from its header) in a shared memory map, filled on first use.
-
-    Args:
-        paths: image files, in dataset order.
-        sizes: (height, width) per image; 3 channels of uint8 are reserved for each.
-    """
+    """Fixed slots (one per image: ``sizes`` (H, W) x 3 uint8) in a shared memory map, filled on first use."""
 
     def __init__(self, paths: Sequence[str], sizes: Sequence[tuple[int, int]]):
         nbytes = np.array([h * w * 3 for h, w in sizes], dtype=np.int64)

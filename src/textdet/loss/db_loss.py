@@ -31,11 +31,7 @@ def _as_nhw(x: Tensor, name: str, shape: torch.Size) -> Tensor:
 
 
 def dice_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) -> Tensor:
-    """Batch-global Dice: ``1 - 2 sum(p g) / (sum p + sum g + eps)`` with p, g multiplied by ``mask``.
-
-    Args:
-        pred, gt, mask: fp32 (N, H, W).
-    """
+    """Batch-global Dice ``1 - 2 sum(p g) / (sum p + sum g + eps)``, p and g times ``mask``; all fp32 (N, H, W)."""
     p, g = pred * mask, gt * mask
     return 1.0 - 2.0 * (p * g).sum() / (p.sum() + g.sum() + eps)
 

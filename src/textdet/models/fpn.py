@@ -12,10 +12,7 @@ from torch import nn
 
 
 def db_init_(module: nn.Module) -> None:
-    """The original DB code's init: kaiming-normal conv weights, BatchNorm weight 1 and bias 1e-4.
-
-    Conv biases keep PyTorch's default (the DB code only sets weights).
-    """
+    """The original DB code's init: kaiming-normal conv weights, BatchNorm weight 1 / bias 1e-4, default conv biases."""
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
             nn.init.kaiming_normal_(m.weight)

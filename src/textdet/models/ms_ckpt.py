@@ -87,9 +87,7 @@ def _tensor(buf: memoryview, span: tuple[int, int], path: str, tag: str) -> tupl
 def read_ms_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], list[str]]:
     """All tensors of a MindSpore checkpoint, by tag, and the tags that are not tensors (strings, map tensors).
 
-    Raises:
-        MsCheckpointError: truncated or malformed data, an unknown dtype, or content that does not
-            match the declared dims; the message names the file, the tag or the byte offset.
+    Raises MsCheckpointError (truncated/malformed data, unknown dtype, dims mismatch) naming file, tag or offset.
     """
     path = str(path)
     with open(path, "rb") as f:
