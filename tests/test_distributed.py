@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -13,6 +14,13 @@ import torch
 from conftest import RECIPE, tiny_overrides
 from textdet.engine.distributed import init_distributed
 from textdet.errors import ConfigError
+
+
+def _free_port() -> int:
+    """A port nobody holds now: a fixed one collides with other torchrun jobs on the same machine."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _opts(root: str, run: str, **extra) -> list[str]:
@@ -25,7 +33,7 @@ def _opts(root: str, run: str, **extra) -> list[str]:
 @pytest.mark.slow
 def test_torchrun_two_processes(synth_root, tmp_path):
     run = str(tmp_path / "ddp")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
            "-m", "textdet", "train", "-c", RECIPE, "--no-progress",
            *_opts(synth_root, run, **{"system.distribute": True, "scheduler.num_epochs": 1})]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
