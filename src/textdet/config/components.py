@@ -45,8 +45,7 @@ def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
 def check_kwargs(fn: Callable, kwargs: Mapping[str, Any], where: str, injected: tuple[str, ...] = ()) -> None:
     """Raise ConfigError for keyword arguments ``fn`` does not take or whose type clashes with its signature.
 
-    ``injected`` names arguments the caller supplies itself (e.g. a neck's ``in_channels``, taken
-    from the backbone); setting them in the config is an error.
+    ``injected`` names arguments the caller supplies itself (a neck's ``in_channels``): setting them is an error.
     """
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

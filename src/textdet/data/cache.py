@@ -1,7 +1,6 @@
 """Decoded images kept in one shared-memory block, so JPEG decoding happens once per image, not once per epoch.
 
-A recipe reads each image ~1200 times and decoding is a third of the per-sample work. The memory map is made
-before the loader forks, so all workers share the pages: whoever decodes an image first stores it.
+The map is made before the loader forks, so all workers share it: whoever decodes an image first stores it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """DetDataset, its sampler and collate function, and the loader builder.
 
-Randomness is drawn per sample from ``(seed, epoch, index)``: a run is reproducible whatever the
-number of workers, and persistent workers need no epoch hand-off (the sampler, which lives in the
-main process, passes the epoch with each index).
+Randomness is drawn per sample from ``(seed, epoch, index)``: reproducible whatever the number of workers, and
+persistent workers need no epoch hand-off (the sampler passes the epoch with each index).
 """
 
 from __future__ import annotations
@@ -108,8 +107,7 @@ class DetDataset(Dataset):
 class EpochSampler(Sampler):
     """Yields ``(epoch, index)`` keys: shuffled per epoch from the seed, sharded over ranks.
 
-    Training pads by wrapping (``pad=True``) so every rank takes the same number of steps, as
-    DistributedSampler does; evaluation does not pad, so no image is counted twice.
+    ``pad=True`` (training) wraps so every rank takes the same steps; evaluation does not pad (no image twice).
     """
 
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):

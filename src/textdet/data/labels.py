@@ -39,10 +39,8 @@ class LabelRecord:
 
 @dataclass
 class Problem:
-    """Something wrong in a label file.
-
-    ``severity`` is ``"error"`` when the whole line was skipped and ``"warning"`` when one
-    annotation was dropped or repaired and the rest of the line kept.
+    """Something wrong in a label file: ``severity`` "error" (line skipped) or "warning" (one annotation dropped
+    or repaired, the rest of the line kept).
     """
 
     file: str
@@ -126,10 +124,9 @@ def _split_line(line: str) -> tuple[str, object] | str:
 
 
 def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRecord | None, list[Problem]]:
-    """Parse one label line; returns ``(record, problems)``.
+    """Parse one label line -> ``(record, problems)``; record None for a blank line or an unusable one (an "error").
 
-    ``record`` is None for a blank line (no problem) or an unusable one (one ``"error"``); dropped or repaired
-    annotations give ``"warning"`` problems naming the annotation index (an empty list is a valid image).
+    Dropped or repaired annotations give "warning" problems naming the index (an empty list is a valid image).
     """
     line = line.rstrip("\r\n")
     if not line.strip():
@@ -200,8 +197,7 @@ def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list
                         prefix: str = "dataset") -> tuple[str, list[str]]:
     """The image folder and label files of a data set, or a DataError naming the config keys to fix.
 
-    Cheap and torch-free, so ``textdet train`` runs it before the heavy imports: a wrong path fails
-    in well under a second.
+    Cheap and torch-free, so ``textdet train`` fails on a wrong path in well under a second.
     """
     def missing(what: str, path: str, key: str, value: str) -> DataError:
         return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={dataset_root!r} and "
@@ -256,10 +252,8 @@ def _plain_number(v: object) -> int | float:
 
 
 def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
-    """Write one label line (no trailing newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``.
-
-    Non-ASCII transcriptions are written as they are (``ensure_ascii=False``); numpy numbers
-    are converted to Python numbers.
+    """One label line (no newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``, non-ASCII text kept as is
+    (``ensure_ascii=False``), numpy numbers converted to Python numbers.
     """
     if not rel_path or any(c in rel_path for c in "\t\r\n"):
         raise ValueError(f"image path must be non-empty and free of tabs/newlines, got {rel_path!r}")
@@ -304,10 +298,9 @@ def _read_icdar_gt(path: str) -> list[dict]:
 
 
 def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ext: str = ".jpg") -> int:
-    """Convert raw ICDAR2015 ``gt_img_N.txt`` files into one MindOCR label file; returns the image count.
+    """Convert raw ICDAR2015 ``gt_img_N.txt`` files (BOM fine) into one MindOCR label file; returns the image count.
 
-    Lines ``x1,y1,...,x4,y4,transcription`` (BOM fine) -> ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N
-    numerically; a prefix without a trailing ``/`` is a folder. Raises DataError naming file and line.
+    Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder.
     """
     if not os.path.isdir(gt_dir):
         raise DataError(f"ICDAR2015 ground-truth folder not found: {gt_dir}")

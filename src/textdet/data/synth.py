@@ -130,8 +130,7 @@ def _draw_clutter(rng: np.random.Generator, img: np.ndarray, count: int) -> None
 def _render(words: list[str], size: int, stroke: int, face: int | None = None) -> tuple[np.ndarray, tuple, list]:
     """Render words on one line into an alpha patch: Pillow's font, or OpenCV's Hershey ``face``.
 
-    Returns ``(alpha, origin, boxes)``: uint8 (h, w) patch, the patch position of the text origin (to align two
-    renderings) and ``(word, (x0, y0, x1, y1))`` ink boxes for each word that has ink.
+    Returns uint8 (h, w) ``alpha``, the patch spot of the text ``origin``, and ``(word, (x0, y0, x1, y1))`` ink boxes.
     """
     line = " ".join(words)
     if face is None:
@@ -329,10 +328,9 @@ def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray,
 def generate_image(
     rng: np.random.Generator, size: tuple[int, int] = (640, 480), heldout: bool = False
 ) -> tuple[np.ndarray, list[dict]]:
-    """Make one synthetic image (size = (W, H)) and its word annotations; ``rng`` is the only randomness.
+    """One synthetic image (size = (W, H), HxWx3 uint8 BGR) and ``[{"transcription", "points": [[x, y]] * 4}]``.
 
-    ``heldout``: Hershey fonts, texture backgrounds, about twice the words. Returns ``(image, annotations)``: HxWx3
-    uint8 BGR; ``[{"transcription", "points": [[x, y]] * 4}]`` in pixels, ``"###"`` for don't-care words.
+    ``rng`` is the only randomness; ``heldout``: Hershey fonts, texture backgrounds, about twice the words.
     """
     w, h = int(size[0]), int(size[1])
     if w < 32 or h < 32:

@@ -1,9 +1,7 @@
 """DB training targets: the shrunk probability map (ShrinkBinaryMap) and the border/threshold map (BorderMap).
 
-Sample-dict transforms run in loader workers on the HWC image, after the geometric augmentations and before
-NormalizeImage/ToCHWImage. Semantics follow MindOCR's ``det_transforms.py`` with three deliberate differences
-(exact point-to-segment distance, rounded vertices, every piece of a split shrink drawn): see
-docs/DESIGN_NOTES.md, which also explains how BorderMap stays cheap.
+Sample-dict transforms run in loader workers on the HWC image, after geometric augmentation, before
+NormalizeImage. MindOCR's ``det_transforms.py`` semantics with three deliberate differences: docs/DESIGN_NOTES.md.
 """
 
 from __future__ import annotations
@@ -105,10 +103,9 @@ class ShrinkBinaryMap:
 
 
 def _min_sq_dist_to_segment(out: np.ndarray, ax: float, ay: float, bx: float, by: float, scale: float) -> None:
-    """``out = min(out, (scale * distance from pixel (x, y) to segment ab)^2)`` in place.
+    """``out = min(out, (scale * distance from pixel (x, y) to segment ab)^2)`` in place, exact (clamped projection).
 
     ``out`` is (h, w) float32 over pixels x = 0..w-1, y = 0..h-1 (the caller shifts the segment into that frame).
-    The clamped projection is computed exactly from separable row/column parts (docs/DESIGN_NOTES.md).
     """
     dx, dy = bx - ax, by - ay
     length = math.hypot(dx, dy)
@@ -133,11 +130,9 @@ def _min_sq_dist_to_segment(out: np.ndarray, ax: float, ay: float, bx: float, by
 
 
 def _update_border(canvas: np.ndarray, poly: np.ndarray, distance: float, box: tuple[int, int, int, int]) -> None:
-    """``canvas = min(canvas, (dist / D)^2)`` on the inclusive pixel box ``(x0, y0, x1, y1)``, in place.
+    """``canvas = min(canvas, (dist / D)^2)`` on the inclusive pixel ``box``, in place; ``poly`` (P, 2) x, y pixels.
 
-    ``canvas`` (H, W) float32; ``poly`` (P, 2) float x, y pixels; dist: from the pixel centre to the nearest edge;
-    ``distance`` = D > 0. Each edge is evaluated only within D of its bounding box (elsewhere dist > D and the
-    canvas keeps its clamp 1); see docs/DESIGN_NOTES.md.
+    Each edge is evaluated only within D of its bounding box: elsewhere dist > D and the canvas keeps its clamp 1.
     """
     x0, y0, x1, y1 = box
     pts = poly.tolist()
