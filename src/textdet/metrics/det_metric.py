@@ -61,9 +61,8 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _geometry(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any, dontcare_precision: float) -> tuple:
-    """What every protocol needs: polygons, areas, intersections (GT x det), ignore tags and don't-care detections.
-
-    A detection is don't-care when more than ``dontcare_precision`` of its area lies in one don't-care GT.
+    """Polygons, areas, GT x det intersections, ignore tags and don't-care detections (> ``dontcare_precision``
+    of the area in one don't-care GT): what every protocol needs.
     """
     ignore = np.zeros(len(gts), dtype=bool) if ignore_tags is None else np.asarray(ignore_tags, dtype=bool).reshape(-1)
     if ignore.shape[0] != len(gts):
@@ -205,10 +204,7 @@ class DetMetric:
             self._counts += np.array(counts if len(counts) == 4 else (counts[0], *counts), dtype=np.float64)
 
     def counts(self) -> np.ndarray:
-        """``[recall sum, precision sum, n_care_det, n_care_gt]`` float64 (a copy), to be summed across ranks.
-
-        For icdar15 both sums are the number of matches; DetEval and TIoU give fractional credit.
-        """
+        """``[recall sum, precision sum, n_care_det, n_care_gt]`` float64 copy, summed across ranks."""
         return self._counts.copy()
 
     def set_counts(self, counts: Any) -> None:

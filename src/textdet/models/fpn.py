@@ -110,10 +110,7 @@ class RSELayer(nn.Module):
 
 
 class RSEFPN(nn.Module):
-    """PP-OCRv3/v4's neck (PaddleOCR ``RSEFPN``, shortcut=True): DBFPN's data flow with SE-gated convs.
-
-    Shapes: list of (N, in_channels[i], H/s_i, W/s_i) -> (N, out_channels, H/4, W/4) (PP-OCRv4 mobile: 96).
-    """
+    """PP-OCRv3/v4's neck (PaddleOCR ``RSEFPN``, shortcut=True): DBFPN's data flow with SE-gated convs."""
 
     def __init__(self, in_channels: list[int], out_channels: int = 96) -> None:
         super().__init__()

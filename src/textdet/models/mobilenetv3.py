@@ -49,10 +49,8 @@ def _act(name: str) -> nn.Module:
 
 
 class SqueezeExcite(nn.Module):
-    """x * gate(expand(relu(reduce(mean_hw(x))))), as mindcv.
-
-    ``version="SqueezeExcite"``: 1x1 convs to channels / 4 rounded to a multiple of 8 (or ``reduced``),
-    hard-sigmoid gate (mindcv default; PaddleOCR's SELayer with ``reduced=channels // 4``);
+    """x * gate(expand(relu(reduce(mean_hw(x))))), as mindcv; ``version="SqueezeExcite"``: 1x1 convs to ``reduced``
+    (default channels / 4 to a multiple of 8), hard-sigmoid gate (PaddleOCR's SELayer with reduced=channels // 4);
     ``"SqueezeExciteV2"`` (MindOCR's mobilenet config): dense layers to channels // 4, sigmoid gate.
     """
 

@@ -150,9 +150,7 @@ def det_resnet34(pretrained: bool | str | None = None, width: int = 64, in_chann
 
 
 def det_resnet50(pretrained: bool | str | None = None, width: int = 64, in_channels: int = 3) -> DetResNet:
-    """ResNet-50 (v1.5) backbone, out_channels ``[4w, 8w, 16w, 32w]`` = [256, 512, 1024, 2048].
-
-    ``pretrained=True`` takes ``resnet50-0676ba61.pth`` (torchvision V1 weights) from the hub cache, else
-    any other ``resnet50-*.pth`` there (e.g. V2), else downloads the V1 file.
+    """ResNet-50 (v1.5) backbone, out_channels [256, 512, 1024, 2048] at width 64; ``pretrained=True`` takes
+    torchvision's V1 ``resnet50-0676ba61.pth`` from the hub cache, else any ``resnet50-*.pth`` there, else downloads V1.
     """
     return _build("det_resnet50", Bottleneck, (3, 4, 6, 3), pretrained, width, in_channels)

@@ -42,8 +42,7 @@ def resolve_backbone_weights(
 ) -> Path | None:
     """A backbone's ``pretrained`` (False/None, True, a path or a URL) as a file path, or None for random init.
 
-    True takes ``url`` (torchvision's ImageNet file) from the hub cache, else any file matching
-    ``pattern`` there, else downloads it. Errors (ConfigError) name the file, the folder and the way out.
+    True: ``url`` from the hub cache, else a file matching ``pattern`` there, else downloaded; errors name the way out.
     """
     if pretrained is None or pretrained is False:
         return None
@@ -64,10 +63,8 @@ def resolve_backbone_weights(
 
 
 def read_state_dict(path: str | os.PathLike, what: str = "weights") -> dict[str, torch.Tensor]:
-    """Tensors by our parameter names, from a state_dict, a ``{"model"/"state_dict": ...}`` checkpoint or a
-    MindSpore ``.ckpt`` (renamed, optimizer state left out). Loads with ``weights_only=True``.
-
-    Wrapper prefixes (``module.`` from DDP, ``_orig_mod.`` from torch.compile) are stripped.
+    """Tensors by our parameter names (``weights_only=True``) from a state_dict, a ``{"model"/"state_dict": ...}``
+    checkpoint or a renamed MindSpore ``.ckpt``; ``module.``/``_orig_mod.`` wrapper prefixes stripped.
     """
     path = Path(path)
     if not path.is_file():
@@ -144,11 +141,9 @@ class LoadReport:
 
 
 def load_model_weights(model: nn.Module, path: str | os.PathLike, what: str = "model.pretrained") -> LoadReport:
-    """Non-strict load of a whole-model checkpoint (MindOCR's ``model.pretrained``): path or URL.
+    """Non-strict load of a whole-model checkpoint (MindOCR's ``model.pretrained``) from a path or URL.
 
-    Accepts a plain state_dict, ``{"model": state_dict, ...}`` or a MindSpore ``.ckpt``; strips ``module.``.
-    Tensors whose shape differs from the model's are dropped with a warning; the report lists missing
-    and unexpected keys.
+    Tensors whose shape differs from the model's are dropped with a warning; the report lists missing, unexpected keys.
     """
     path = weights_file(path, what, f"-o {what}=false")
     state = read_state_dict(path, what)
