@@ -1,9 +1,8 @@
 """Weights files coming in: downloads into the torch hub cache, and unpickling that runs no code.
 
-Downloads follow torchvision: the file goes to ``torch.hub.get_dir()/checkpoints`` (``$TORCH_HOME``)
-under its URL's base name, a name ending in ``-<hex>.ext`` is checked against the file's sha256
-prefix, and the file only appears there complete (temp file + rename). ``TEXTDET_OFFLINE=1`` never
-touches the network. Under torchrun, local rank 0 downloads while the other ranks wait for the file.
+As torchvision: ``torch.hub.get_dir()/checkpoints`` under the URL's base name, a ``-<hex>.ext`` name checked
+against the sha256 prefix, complete files only (temp + rename). ``TEXTDET_OFFLINE=1`` never touches the
+network; under torchrun local rank 0 downloads while the others wait.
 """
 
 from __future__ import annotations
@@ -52,12 +51,9 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
              timeout: float = TIMEOUT_S, progress: bool | None = None) -> Path:
     """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed.
 
-    ``what`` (the config key it came from) and ``escape`` (how to do without the file) go into messages;
-    ``timeout`` bounds the connect and each read; ``progress`` defaults to "stderr is a terminal".
-
-    Raises:
-        ConfigError: offline, unreachable, truncated or hash mismatch; the message names the file,
-            the folder, how to copy the file by hand and ``escape``. Nothing partial stays in the cache.
+    ``what`` (config key) and ``escape`` (how to do without the file) go into messages; ``timeout`` bounds connect
+    and each read. Raises ConfigError (offline, unreachable, truncated, hash mismatch) naming the file, the folder
+    and how to copy it by hand; nothing partial stays in the cache.
     """
     folder = Path(folder) if folder is not None else hub_checkpoint_dir()
     dest = folder / os.path.basename(urlparse(url).path)
@@ -117,9 +113,7 @@ def _transfer(url: str, out: Any, timeout: float, progress: bool) -> str:
 def safe_load(path: str | os.PathLike, what: str) -> Any:
     """``torch.load(weights_only=True)``: tensors, containers, numbers and numpy arrays, never code.
 
-    Raises:
-        ConfigError: the file needs arbitrary pickled objects (refused: loading it could run code), or
-            cannot be read at all; the message names the file and ``what`` it came from.
+    Raises ConfigError naming the file and ``what`` when it needs arbitrary pickled objects or cannot be read.
     """
     try:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):

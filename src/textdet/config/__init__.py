@@ -14,15 +14,6 @@ from textdet.config.loader import (
 from textdet.config.schema import Config
 
 __all__ = [
-    "Config",
-    "ConfigMeta",
-    "apply_override",
-    "check_kwargs",
-    "config_from_dict",
-    "dump_yaml",
-    "get_key",
-    "load_config",
-    "lookup",
-    "parse_override",
-    "to_dict",
+    "Config", "ConfigMeta", "apply_override", "check_kwargs", "config_from_dict", "dump_yaml", "get_key", "load_config",
+    "lookup", "parse_override", "to_dict",
 ]

@@ -1,9 +1,8 @@
 """Build a component from its spec (``name`` + keyword arguments), checked against the class it names.
 
-Component sections (backbone, neck, head, loss, postprocess, metric, transform entries) are the
-constructor arguments of a class, so the constructor signature is the schema: unknown keys get the
-closest valid name and values of the wrong type are rejected with the key path before anything is
-built. Every ``build_*`` in the package goes through here, so all of them report errors alike.
+The constructor signature is the schema of a component section (backbone, neck, head, loss, postprocess,
+metric, transforms): unknown keys get the closest valid name, wrong types are rejected with the key path
+before anything is built. Every ``build_*`` goes through here, so all report errors alike.
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
 def check_kwargs(fn: Callable, kwargs: Mapping[str, Any], where: str, injected: tuple[str, ...] = ()) -> None:
     """Raise ConfigError for keyword arguments ``fn`` does not take or whose type clashes with its signature.
 
-    ``injected`` names arguments the caller supplies itself (e.g. a neck's ``in_channels``, taken
-    from the backbone); setting them in the config is an error.
+    ``injected`` names arguments the caller supplies itself (a neck's ``in_channels``): setting them is an error.
     """
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
@@ -104,3 +102,9 @@ def _matches(value: Any, expected: tuple[type, ...]) -> bool:
     if isinstance(value, float) and int in expected and float not in expected:
         return value.is_integer()
     return isinstance(value, expected)
+
+
+def component_repr(obj: Any) -> str:
+    """``Name(param=value, ...)`` over the ``__init__`` parameters that ``obj`` keeps as attributes."""
+    params = [p for p in inspect.signature(type(obj)).parameters if hasattr(obj, p)]
+    return f"{type(obj).__name__}({', '.join(f'{p}={getattr(obj, p)!r}' for p in params)})"

@@ -1,10 +1,7 @@
-"""MindOCR's det YAML schema as typed dataclasses.
+"""MindOCR's det YAML schema as typed dataclasses, with MindOCR's names and code defaults (files load unchanged).
 
-Every section and key mirrors MindOCR's names and code defaults (see
-shared/reference/mindocr-dbnet.md, section 2), so a user's file loads unchanged. Keys that exist
-in MindOCR but mean nothing in PyTorch are declared in ``IGNORED_KEYS`` with the reason we print.
-Component sections (backbone, neck, head, postprocess, metric, loss, transforms) stay plain dicts
-here: their keys are the constructor arguments of the class they name, checked when it is built.
+Keys meaningless in PyTorch are in ``IGNORED_KEYS`` with the reason we print. Component sections stay plain
+dicts: their keys are the constructor arguments of the class they name.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Decoded images kept in one shared-memory block, so JPEG decoding happens once per image, not once per epoch.
 
-A DBNet recipe reads each image 1200 times; decoding is a third of the per-sample work (and the
-same libjpeg on every toolkit). The block is a memory map created before the loader forks its
-workers, so every worker reads and fills the same pages: whichever process decodes an image first
-stores it, every later epoch copies it out. Nothing is written to disk when /dev/shm has room.
+The map is made before the loader forks, so all workers share it: whoever decodes an image first stores it.
 """
 
 from __future__ import annotations
@@ -56,12 +53,7 @@ def _shared_folder(nbytes: int) -> str:
 
 
 class ImageCache:
-    """Fixed slots (one per image, sized from its header) in a shared memory map, filled on first use.
-
-    Args:
-        paths: image files, in dataset order.
-        sizes: (height, width) per image; 3 channels of uint8 are reserved for each.
-    """
+    """Fixed slots (one per image: ``sizes`` (H, W) x 3 uint8) in a shared memory map, filled on first use."""
 
     def __init__(self, paths: Sequence[str], sizes: Sequence[tuple[int, int]]):
         nbytes = np.array([h * w * 3 for h, w in sizes], dtype=np.int64)

@@ -1,8 +1,7 @@
 """DetDataset, its sampler and collate function, and the loader builder.
 
-Randomness is drawn per sample from ``(seed, epoch, index)``: a run is reproducible whatever the
-number of workers, and persistent workers need no epoch hand-off (the sampler, which lives in the
-main process, passes the epoch with each index).
+Randomness is drawn per sample from ``(seed, epoch, index)``: reproducible whatever the number of workers, and
+persistent workers need no epoch hand-off (the sampler passes the epoch with each index).
 """
 
 from __future__ import annotations
@@ -31,32 +30,17 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
 class DetDataset(Dataset):
-    """Image + polygon records from MindOCR/PaddleOCR label files, run through a transform pipeline.
+    """Image + polygon records from MindOCR/PaddleOCR label files, run through ``transform(sample, rng)``.
 
-    Args:
-        dataset_root: folder that ``data_dir`` and ``label_file`` are relative to.
-        data_dir: folder of the images (label paths are relative to it).
-        label_file: one label file or a list of them.
-        transform: callable ``(sample, rng) -> sample`` (a ``Compose``).
-        output_columns: sample keys returned, in order (MindOCR's ``output_columns``).
-        sample_ratio: MindOCR's subsample (< 1) / repeat (> 1) factor.
-        seed: base of every sample's random stream.
-        config_prefix: e.g. ``"train.dataset"``, used to name config keys in errors.
-        cache_images: keep decoded images in shared memory after their first decode (True, False,
-            or "auto": when they fit in a quarter of the available memory); see ``data.cache``.
+    ``data_dir``/``label_file`` are relative to ``dataset_root``; ``output_columns``: keys returned, in order;
+    ``sample_ratio``: subsample/repeat; ``seed``: base of every sample's random stream; ``config_prefix``: names
+    keys in errors; ``cache_images``: True/False/"auto" shared-memory decoded images (``data.cache``).
     """
 
     def __init__(
-        self,
-        dataset_root: str,
-        data_dir: str,
-        label_file: str | Sequence[str],
-        transform: Callable[[dict, np.random.Generator], dict],
-        output_columns: Sequence[str],
-        sample_ratio: float = 1.0,
-        seed: int = 0,
-        config_prefix: str = "dataset",
-        cache_images: bool | str = False,
+        self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
+        transform: Callable[[dict, np.random.Generator], dict], output_columns: Sequence[str],
+        sample_ratio: float = 1.0, seed: int = 0, config_prefix: str = "dataset", cache_images: bool | str = False,
     ):
         image_dir, files = check_dataset_paths(dataset_root, data_dir, label_file, config_prefix)
         if not output_columns:
@@ -91,9 +75,7 @@ class DetDataset(Dataset):
         """Run one record through the pipeline; raises SampleError when it cannot be used."""
         r = self.records[index]
         sample = {
-            "img_path": os.path.join(self.image_dir, r.rel_path),
-            "label": r.annotations,
-            "label_file": r.label_file,
+            "img_path": os.path.join(self.image_dir, r.rel_path), "label": r.annotations, "label_file": r.label_file,
             "line_no": r.line_no,
         }
         sample = self.transform(sample, rng)
@@ -125,8 +107,7 @@ class DetDataset(Dataset):
 class EpochSampler(Sampler):
     """Yields ``(epoch, index)`` keys: shuffled per epoch from the seed, sharded over ranks.
 
-    Training pads by wrapping (``pad=True``) so every rank takes the same number of steps, as
-    DistributedSampler does; evaluation does not pad, so no image is counted twice.
+    ``pad=True`` (training) wraps so every rank takes the same steps; evaluation does not pad (no image twice).
     """
 
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
@@ -171,18 +152,9 @@ def collate(samples: list[dict]) -> dict[str, Any]:
 
 
 def build_loader(
-    dataset: DetDataset,
-    batch_size: int,
-    shuffle: bool,
-    drop_remainder: bool,
-    num_workers: int,
-    seed: int,
-    rank: int = 0,
-    world_size: int = 1,
-    pin_memory: bool = False,
-    prefetch_factor: int = 2,
-    persistent_workers: bool = True,
-    pad_shards: bool = True,
+    dataset: DetDataset, batch_size: int, shuffle: bool, drop_remainder: bool, num_workers: int, seed: int,
+    rank: int = 0, world_size: int = 1, pin_memory: bool = False, prefetch_factor: int = 2,
+    persistent_workers: bool = True, pad_shards: bool = True,
 ) -> DataLoader:
     """A DataLoader over ``dataset`` with per-sample seeding and rank sharding."""
     sampler = EpochSampler(len(dataset), shuffle, seed, rank, world_size, pad=pad_shards)
@@ -200,12 +172,6 @@ def build_loader(
         cv2.setNumThreads(0)
         kwargs = dict(prefetch_factor=prefetch_factor, persistent_workers=persistent_workers)
     return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        sampler=sampler,
-        drop_last=drop_remainder,
-        num_workers=num_workers,
-        collate_fn=collate,
-        pin_memory=pin_memory,
-        **kwargs,
+        dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_remainder, num_workers=num_workers,
+        collate_fn=collate, pin_memory=pin_memory, **kwargs,
     )

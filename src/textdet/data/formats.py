@@ -1,9 +1,7 @@
 """Labels from annotation tools -> MindOCR/PaddleOCR label files, and any of them -> labelme JSON for review.
 
-``FORMATS`` maps a format name to its reader: ``[(image name, [{"transcription", "points"}])]`` in image pixels,
-kept and skipped regions counted in a :class:`Summary`. Every "ignore" notion (labelme ``###``, COCO-Text
-``illegible``, MMOCR ``ignore: true``, a ``###`` transcription) becomes ``###``. Broken input is a DataError
-naming the file and the entry; regions that are not text polygons are skipped with a warning and counted.
+``FORMATS``: name -> reader returning ``[(image name, [{"transcription", "points"}])]``, counts in a
+:class:`Summary`. Every "ignore" notion becomes ``###``; broken input is a DataError naming file and entry.
 Only the standard library at import time: the CLI lists these formats in ``textdet --help``.
 """
 

@@ -1,14 +1,9 @@
 """MindOCR/PaddleOCR detection label files, and the raw ICDAR2015 ``gt_img_N.txt`` converter.
 
-A label line is ``relative/path.jpg<TAB>[{"transcription": "...", "points": [[x, y], ...]}, ...]``.
-MindOCR also accepts a single space instead of the tab; image paths may then contain spaces, so
-the split is made before the JSON list. Reading never stops at a bad line: every problem is
-returned as a :class:`Problem` naming file, line (and annotation index), so ``textdet check-data``
-can report them all and the dataset can log them once.
-
-``###`` and ``*`` transcriptions are kept here; they mark ignore regions and are turned into
-``ignore_tags`` by DetLabelEncode. Points beyond the image are not checked (the image size is
-unknown here); the geometric transforms and ValidatePolygons deal with them.
+A line is ``relative/path.jpg<TAB>[{"transcription": "...", "points": [[x, y], ...]}, ...]`` (MindOCR also
+accepts one space; the split is made before the JSON list). Reading never stops at a bad line: each problem is a
+:class:`Problem` naming file and line. ``###``/``*`` are kept (DetLabelEncode makes ``ignore_tags``); points
+beyond the image are left to the geometric transforms.
 """
 
 from __future__ import annotations
@@ -32,14 +27,8 @@ _MIN_AREA = 1e-6
 
 @dataclass
 class LabelRecord:
-    """One usable label line.
-
-    Attributes:
-        rel_path: image path as written in the label file (relative to the dataset's data_dir).
-        annotations: validated ``{"transcription": str, "points": [[x, y], ...]}`` dicts; points
-            are finite numbers, at least 3 per polygon, with a non-zero area.
-        label_file: the label file the line came from (for messages).
-        line_no: 1-based line number in ``label_file``.
+    """One usable label line: ``rel_path`` (relative to data_dir), validated ``annotations`` (finite points,
+    at least 3 per polygon, non-zero area), ``label_file`` and 1-based ``line_no`` (for messages).
     """
 
     rel_path: str
@@ -50,10 +39,8 @@ class LabelRecord:
 
 @dataclass
 class Problem:
-    """Something wrong in a label file.
-
-    ``severity`` is ``"error"`` when the whole line was skipped and ``"warning"`` when one
-    annotation was dropped or repaired and the rest of the line kept.
+    """Something wrong in a label file: ``severity`` "error" (line skipped) or "warning" (one annotation dropped
+    or repaired, the rest of the line kept).
     """
 
     file: str
@@ -137,18 +124,9 @@ def _split_line(line: str) -> tuple[str, object] | str:
 
 
 def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRecord | None, list[Problem]]:
-    """Parse one MindOCR/PaddleOCR detection label line.
+    """Parse one label line -> ``(record, problems)``; record None for a blank line or an unusable one (an "error").
 
-    Args:
-        line: the raw line (a trailing newline / CR is fine).
-        label_file: file name used in problem messages.
-        line_no: 1-based line number used in problem messages.
-
-    Returns:
-        ``(record, problems)``. ``record`` is None for a blank line (no problem) or when the line
-        is unusable (one ``"error"`` problem). Dropped or repaired annotations give ``"warning"``
-        problems naming the annotation index; the record keeps the remaining annotations (an empty
-        list is a valid image without text).
+    Dropped or repaired annotations give "warning" problems naming the index (an empty list is a valid image).
     """
     line = line.rstrip("\r\n")
     if not line.strip():
@@ -219,8 +197,7 @@ def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list
                         prefix: str = "dataset") -> tuple[str, list[str]]:
     """The image folder and label files of a data set, or a DataError naming the config keys to fix.
 
-    Cheap and torch-free, so ``textdet train`` runs it before the heavy imports: a wrong path fails
-    in well under a second.
+    Cheap and torch-free, so ``textdet train`` fails on a wrong path in well under a second.
     """
     def missing(what: str, path: str, key: str, value: str) -> DataError:
         return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={dataset_root!r} and "
@@ -239,29 +216,14 @@ def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list
 
 
 def read_label_files(
-    label_files: str | Sequence[str],
-    dataset_root: str = "",
-    sample_ratio: float | Sequence[float] = 1.0,
+    label_files: str | Sequence[str], dataset_root: str = "", sample_ratio: float | Sequence[float] = 1.0,
     rng_seed: int = 0,
 ) -> tuple[list[LabelRecord], list[Problem]]:
-    """Read one or more label files.
+    """Read label files (relative to ``dataset_root`` unless absolute); returns ``(records, problems)``.
 
-    Args:
-        label_files: a path or a list of paths, relative to ``dataset_root`` (absolute paths are
-            used as they are).
-        dataset_root: folder the label file paths are relative to.
-        sample_ratio: per file, keep ``round(n * ratio)`` of its usable records: ``< 1`` picks a
-            subset deterministically from ``rng_seed`` (file order kept), ``> 1`` repeats the file
-            ``floor(ratio)`` times plus a subset. One value for all files or one per file.
-        rng_seed: seed of the subsampling.
-
-    Returns:
-        ``(records, problems)`` over all files, in file order. Problems are reported for every line
-        read, before subsampling.
-
-    Raises:
-        DataError: a label file is missing or unreadable.
-        ValueError: a ratio is not positive or the number of ratios does not match the files.
+    ``sample_ratio`` (one or one per file): keep ``round(n * ratio)`` records, a deterministic subset from
+    ``rng_seed`` below 1, ``floor(ratio)`` repeats plus a subset above. Problems cover every line read.
+    Raises DataError (missing/unreadable file) or ValueError (bad ratio or ratio count).
     """
     files = [label_files] if isinstance(label_files, (str, os.PathLike)) else list(label_files)
     ratios = [sample_ratio] * len(files) if _is_number(sample_ratio) else list(sample_ratio)
@@ -290,10 +252,8 @@ def _plain_number(v: object) -> int | float:
 
 
 def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
-    """Write one label line (no trailing newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``.
-
-    Non-ASCII transcriptions are written as they are (``ensure_ascii=False``); numpy numbers
-    are converted to Python numbers.
+    """One label line (no newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``, non-ASCII text kept as is
+    (``ensure_ascii=False``), numpy numbers converted to Python numbers.
     """
     if not rel_path or any(c in rel_path for c in "\t\r\n"):
         raise ValueError(f"image path must be non-empty and free of tabs/newlines, got {rel_path!r}")
@@ -338,19 +298,9 @@ def _read_icdar_gt(path: str) -> list[dict]:
 
 
 def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ext: str = ".jpg") -> int:
-    """Convert raw ICDAR2015 ``gt_img_N.txt`` files into one MindOCR label file.
+    """Convert raw ICDAR2015 ``gt_img_N.txt`` files (BOM fine) into one MindOCR label file; returns the image count.
 
-    Each ``gt_img_N.txt`` (UTF-8, usually with a BOM; lines ``x1,y1,...,x4,y4,transcription``,
-    ``###`` for don't-care) becomes the line ``{image_prefix}img_N{image_ext}<TAB>[...]``; lines
-    are sorted by N numerically (img_2 before img_10). An ``image_prefix`` without a trailing
-    ``/`` is treated as a folder.
-
-    Returns:
-        The number of images written.
-
-    Raises:
-        DataError: ``gt_dir`` is missing or holds no ``gt_img_N.txt``, or a line is malformed
-            (the message names file and line).
+    Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder.
     """
     if not os.path.isdir(gt_dir):
         raise DataError(f"ICDAR2015 ground-truth folder not found: {gt_dir}")

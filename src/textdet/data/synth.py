@@ -1,21 +1,9 @@
 """Synthetic ICDAR2015-layout text-detection data, so that everything runs with no download.
 
-Each image is a random background (colour gradients or blotches, sensor-like noise, non-text
-clutter: lines, rectangles, circles, ellipses, blobs, stripes) with words and short lines of
-words rendered by Pillow's built-in scalable font. Every placement unit (a word or a line) is
-rendered once into a small alpha patch, then warped into the image with one cv2
-``warpPerspective`` (shear for faux-italic, rotation, slight perspective) and alpha-composited
-into its bounding box only, which keeps a 1280x720 image well under 100 ms.
-
-Labels are word-level quads: the ink box of each word pushed through the same transform, in
-text order (top-left, top-right, bottom-right, bottom-left of the text), which is clockwise in
-image coordinates. Words never overlap (a placement that touches an existing word is
-rejected) and quads always lie inside the image. Tiny and low-contrast words are labelled
-``###`` (don't care), as in ICDAR2015.
-
-Determinism: all randomness comes from numpy Generators seeded from ``seed`` (one per split,
-so the validation set does not change with ``n_train``), and JPEGs are written at a fixed
-quality, so the same seed gives the same bytes.
+Random backgrounds and clutter with words rendered by Pillow's built-in font, each placement warped in with one
+``warpPerspective``. Labels are word-level clockwise quads inside the image, never overlapping; tiny and
+low-contrast words are ``###``. Same seed, same bytes (one Generator per split, fixed JPEG quality).
+How it is drawn and why: docs/DESIGN_NOTES.md.
 """
 
 from __future__ import annotations
@@ -142,10 +130,7 @@ def _draw_clutter(rng: np.random.Generator, img: np.ndarray, count: int) -> None
 def _render(words: list[str], size: int, stroke: int, face: int | None = None) -> tuple[np.ndarray, tuple, list]:
     """Render words on one line into an alpha patch: Pillow's font, or OpenCV's Hershey ``face``.
 
-    Returns:
-        ``(alpha, origin, boxes)``: uint8 (h, w) patch, the patch position of the text origin
-        (so two renderings can be aligned) and ``(word, (x0, y0, x1, y1))`` ink boxes, one per
-        word that has ink.
+    Returns uint8 (h, w) ``alpha``, the patch spot of the text ``origin``, and ``(word, (x0, y0, x1, y1))`` ink boxes.
     """
     line = " ".join(words)
     if face is None:
@@ -284,13 +269,7 @@ def _style(rng: np.random.Generator, base: int, tiny: bool, heldout: bool) -> di
 
 
 def _find_spot(
-    rng: np.random.Generator,
-    img: np.ndarray,
-    occupied: np.ndarray,
-    cell: int,
-    boxes: list[tuple],
-    pw: int,
-    ph: int,
+    rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray, cell: int, boxes: list[tuple], pw: int, ph: int,
     margin: float,
 ) -> tuple[np.ndarray, list[np.ndarray]] | None:
     """A transform putting every word box inside the image and clear of other words, or None."""
@@ -349,18 +328,9 @@ def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray,
 def generate_image(
     rng: np.random.Generator, size: tuple[int, int] = (640, 480), heldout: bool = False
 ) -> tuple[np.ndarray, list[dict]]:
-    """Make one synthetic image and its word annotations.
+    """One synthetic image (size = (W, H), HxWx3 uint8 BGR) and ``[{"transcription", "points": [[x, y]] * 4}]``.
 
-    Args:
-        rng: the only source of randomness.
-        size: (W, H).
-        heldout: render as the held-out split does: OpenCV Hershey fonts instead of Pillow's,
-            texture backgrounds, about twice the words per image.
-
-    Returns:
-        ``(image, annotations)``: image HxWx3 uint8 in BGR order (as written by cv2);
-        annotations ``[{"transcription": str, "points": [[x, y]] * 4}]`` in image pixels,
-        ``"###"`` for don't-care words.
+    ``rng`` is the only randomness; ``heldout``: Hershey fonts, texture backgrounds, about twice the words.
     """
     w, h = int(size[0]), int(size[1])
     if w < 32 or h < 32:
@@ -400,36 +370,15 @@ def _write_split(
 
 
 def generate_dataset(
-    out_dir: str,
-    n_train: int = 100,
-    n_val: int = 20,
-    seed: int = 0,
-    size: tuple[int, int] = (640, 480),
-    progress: bool | None = None,
-    n_heldout: int = 0,
-    heldout_size: tuple[int, int] = (448, 336),
+    out_dir: str, n_train: int = 100, n_val: int = 20, seed: int = 0, size: tuple[int, int] = (640, 480),
+    progress: bool | None = None, n_heldout: int = 0, heldout_size: tuple[int, int] = (448, 336),
 ) -> dict:
-    """Write a synthetic data set in the ICDAR2015 layout.
+    """Write a synthetic data set in the ICDAR2015 layout (``{split}/images/img_N.jpg`` + a label file).
 
-    Layout: ``out_dir/train/images/img_N.jpg`` + ``out_dir/train_gt.txt`` and
-    ``out_dir/val/images/img_N.jpg`` + ``out_dir/test_gt.txt``; label lines name ``img_N.jpg``
-    relative to the images folder (config: ``data_dir: train/images``, ``label_file: train_gt.txt``).
-    The optional held-out split (``heldout/images`` + ``heldout_gt.txt``) is rendered differently,
-    so that a score on it measures generalisation, not memory of the generator: its own seed,
-    ``heldout_size``, Hershey fonts, texture backgrounds and denser text (see ``generate_image``).
-
-    Args:
-        out_dir: output folder (created; existing files with the same names are overwritten).
-        n_train, n_val, n_heldout: number of images per split (N counts from 1).
-        seed: same seed, same bytes. Each split has its own generator, so the validation set
-            does not depend on ``n_train``.
-        size: (W, H) of every image.
-        progress: tqdm bar; None shows it for 50+ images when stderr is a terminal.
-
-    Returns:
-        ``{"out_dir", "seed", "size", "train": {...}, "val": {...}}`` where each split holds
-        ``images``, ``words`` (labelled quads), ``ignored`` (``###`` among them), ``image_dir``
-        and ``label_file``.
+    train -> ``train_gt.txt``, val -> ``test_gt.txt``, optional heldout -> ``heldout_gt.txt`` (rendered
+    differently, its own seed and ``heldout_size``, so it measures generalisation). Same seed, same bytes; each split
+    has its own generator. ``progress``: None shows a bar for 50+ images on a terminal. Returns ``{"out_dir",
+    "seed", "size", "train": {...}, "val": {...}}``, each split with images, words, ignored, image_dir, label_file.
     """
     if min(n_train, n_val, n_heldout) < 0:
         raise ValueError(f"n_train, n_val and n_heldout must be >= 0, got {n_train}, {n_val} and {n_heldout}")

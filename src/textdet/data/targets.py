@@ -1,19 +1,7 @@
 """DB training targets: the shrunk probability map (ShrinkBinaryMap) and the border/threshold map (BorderMap).
 
-Both are sample-dict transforms (see docs/ARCHITECTURE.md) that run in loader workers on the
-HWC image, after the geometric augmentations and before NormalizeImage/ToCHWImage. Semantics
-follow MindOCR's ``det_transforms.py`` with three deliberate differences:
-
-* The border distance is the exact point-to-segment distance, computed by projection clamped to
-  the segment (MindOCR's law-of-cosines form produces NaNs and ``sqrt`` warnings).
-* Polygon vertices are rounded (not truncated) before ``cv2.fillPoly``, matching the rounding
-  that :func:`textdet.geometry.offset_polygon` applies before pyclipper.
-* When a shrink splits a polygon into several pieces, every piece is drawn (MindOCR draws the
-  first one only).
-
-BorderMap is the expensive target, so it works on float32, crops to each polygon's padded
-bounding box, and evaluates each edge only on the bounding box of the pixels that can lie within
-``D`` of it (its "capsule"); see :class:`BorderMap` for the exact definition.
+Sample-dict transforms run in loader workers on the HWC image, after geometric augmentation, before
+NormalizeImage. MindOCR's ``det_transforms.py`` semantics with three deliberate differences: docs/DESIGN_NOTES.md.
 """
 
 from __future__ import annotations
@@ -24,6 +12,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from textdet.config.components import component_repr
 from textdet.errors import SampleError
 from textdet.geometry import offset_polygon, polygon_area, shrink_distance
 
@@ -71,29 +60,20 @@ def _fill(canvas: np.ndarray, poly: np.ndarray, value: float) -> None:
 class ShrinkBinaryMap:
     """Draw DB's probability target: each text polygon shrunk inwards by ``D = A (1 - r^2) / L``.
 
-    Reads ``image`` (only its height and width), ``polys`` and ``ignore_tags``; writes
-    ``binary_map`` (1, H, W) uint8 in {0, 1}, ``mask`` (H, W) uint8 in {0, 1} and a new
-    ``ignore_tags`` (N,) bool. ``mask`` is 0 inside polygons that are ignored, whose shorter
-    bounding-box side is below ``min_text_size``, or whose shrink vanishes; those polygons are
-    tagged ignored (so BorderMap skips them) and draw nothing on ``binary_map``.
-
-    Args:
-        min_text_size: polygons whose bounding box is thinner than this (pixels) are ignored.
-        shrink_ratio: r in ``D = A (1 - r^2) / L`` (A area, L perimeter), in [0, 1).
+    Reads ``image`` (H, W only), ``polys``, ``ignore_tags``; writes ``binary_map`` (1, H, W) uint8 {0, 1},
+    ``mask`` (H, W) uint8 {0, 1} and a new ``ignore_tags`` (N,) bool. ``mask`` is 0 inside polygons that are
+    ignored, thinner than ``min_text_size`` pixels, or whose shrink vanishes; those are tagged ignored (BorderMap
+    skips them) and draw nothing. ``shrink_ratio``: r, in [0, 1).
     """
 
     def __init__(self, min_text_size: float = 8, shrink_ratio: float = 0.4) -> None:
-        if (
-            isinstance(min_text_size, bool)
-            or not isinstance(min_text_size, (int, float))
-            or not (0 <= min_text_size < math.inf)
-        ):
+        m = min_text_size
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < math.inf:
             raise ValueError(f"min_text_size must be a finite number >= 0, got {min_text_size!r}")
         self.min_text_size = min_text_size
         self.shrink_ratio = _check_ratio(shrink_ratio)
 
-    def __repr__(self) -> str:
-        return f"ShrinkBinaryMap(min_text_size={self.min_text_size}, shrink_ratio={self.shrink_ratio})"
+    __repr__ = component_repr
 
     def __call__(self, sample: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         h, w = _image_hw(sample)
@@ -123,14 +103,9 @@ class ShrinkBinaryMap:
 
 
 def _min_sq_dist_to_segment(out: np.ndarray, ax: float, ay: float, bx: float, by: float, scale: float) -> None:
-    """``out = min(out, (scale * distance from pixel (x, y) to segment ab)^2)`` in place.
+    """``out = min(out, (scale * distance from pixel (x, y) to segment ab)^2)`` in place, exact (clamped projection).
 
-    ``out`` is (h, w) float32 covering pixels x = 0..w-1, y = 0..h-1 (the caller shifts the
-    segment into that frame). With unit direction n, length L and midpoint m, a pixel p has
-    along-offset s = (p - m).n and perpendicular offset q = (p - m) x n, and its squared
-    distance to the segment is q^2 + max(|s| - L/2, 0)^2 (the clamped projection, exactly).
-    The row and column parts of s and q are separable, so each costs one broadcast add;
-    ``scale`` is folded into those parts.
+    ``out`` is (h, w) float32 over pixels x = 0..w-1, y = 0..h-1 (the caller shifts the segment into that frame).
     """
     dx, dy = bx - ax, by - ay
     length = math.hypot(dx, dy)
@@ -155,20 +130,9 @@ def _min_sq_dist_to_segment(out: np.ndarray, ax: float, ay: float, bx: float, by
 
 
 def _update_border(canvas: np.ndarray, poly: np.ndarray, distance: float, box: tuple[int, int, int, int]) -> None:
-    """``canvas = min(canvas, (dist / D)^2)`` on the pixel box ``(x0, y0, x1, y1)`` (inclusive).
+    """``canvas = min(canvas, (dist / D)^2)`` on the inclusive pixel ``box``, in place; ``poly`` (P, 2) x, y pixels.
 
-    ``dist`` is the Euclidean distance from the pixel centre (x, y) (integer coordinates) to the
-    nearest edge segment of ``poly`` and D is ``distance`` (> 0). Each edge is evaluated only
-    on the part of the box within D of the edge's bounding box: elsewhere dist > D, and the
-    canvas starts at 1, the clamp. For near-horizontal text these boxes already leave out most
-    of the padded box. (Splitting steep edges into pieces with smaller boxes is exact too, but
-    measured no faster on 640x640 crops: the per-piece overhead eats the saved pixels.)
-
-    Args:
-        canvas: (H, W) float32 normalised squared distances, updated in place.
-        poly: (P, 2) float vertices, x then y, in image pixels.
-        distance: D, > 0.
-        box: x0, y0, x1, y1 of the pixels that may be updated, inclusive, inside the canvas.
+    Each edge is evaluated only within D of its bounding box: elsewhere dist > D and the canvas keeps its clamp 1.
     """
     x0, y0, x1, y1 = box
     pts = poly.tolist()
@@ -191,22 +155,10 @@ def _outer(paths: list[np.ndarray]) -> np.ndarray:
 class BorderMap:
     """Draw DB's threshold target: a ramp that peaks on each text outline and fades over ``D`` pixels.
 
-    For each polygon not tagged ignored (run ShrinkBinaryMap first), with ``D = A (1 - r^2) / L``:
-    ``padded`` is the polygon offset outwards by D (round joins); ``thresh_mask`` is 1 inside
-    ``padded`` (cv2.fillPoly). Inside padded's bounding box (clipped to the image) every pixel
-    gets ``1 - min(dist / D, 1)`` where dist is the exact distance from the pixel centre (x, y)
-    to the polygon's nearest edge segment; polygons merge with max; pixels outside every padded
-    box get 0. ``thresh_map = thresh_min + (thresh_max - thresh_min) * value``.
-
-    Reads ``image`` (height and width), ``polys``, ``ignore_tags``; writes ``thresh_map`` and
-    ``thresh_mask``, (H, W) float32 and uint8 (0/1; the loss takes either).
-
-    Args:
-        shrink_ratio: r in ``D = A (1 - r^2) / L``, in [0, 1).
-        thresh_min: threshold far from any text edge.
-        thresh_max: threshold on a text edge; ``0 <= thresh_min <= thresh_max <= 1``.
-        fast: MindOCR's approximate Chebyshev variant (PR #569). Accepted so MindOCR configs load;
-            the map here is always the exact one, which is already faster than MindOCR's ``fast``.
+    For each polygon not tagged ignored (run ShrinkBinaryMap first): ``thresh_mask`` is 1 inside the polygon
+    offset outwards by D; inside that box every pixel gets ``1 - min(dist / D, 1)`` (exact distance to the nearest
+    edge), polygons merge with max, elsewhere 0; ``thresh_map = thresh_min + (thresh_max - thresh_min) * value``,
+    (H, W) float32, ``thresh_mask`` uint8. ``fast`` (MindOCR PR #569) is accepted and ignored: the exact map is faster.
     """
 
     def __init__(self, shrink_ratio: float = 0.4, thresh_min: float = 0.3, thresh_max: float = 0.7,
@@ -220,10 +172,7 @@ class BorderMap:
         self.thresh_min = float(thresh_min)
         self.thresh_max = float(thresh_max)
 
-    def __repr__(self) -> str:
-        return (
-            f"BorderMap(shrink_ratio={self.shrink_ratio}, thresh_min={self.thresh_min}, thresh_max={self.thresh_max})"
-        )
+    __repr__ = component_repr
 
     def __call__(self, sample: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         h, w = _image_hw(sample)

@@ -11,11 +11,7 @@ LOSSES = {"DBLoss": DBLoss}
 
 
 def build_loss(name: str, **kwargs: Any) -> DBLoss:
-    """Build the loss called ``name`` (a key of ``LOSSES``) from plain keyword arguments.
-
-    Raises:
-        ConfigError: unknown name (lists the valid ones), a keyword the class does not take, or a bad value.
-    """
+    """``LOSSES[name](**kwargs)``; ConfigError names a bad name (listing the valid ones), keyword or value."""
     return build_component(LOSSES, name, kwargs, "loss", "loss")
 
 

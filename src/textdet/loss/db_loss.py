@@ -1,9 +1,7 @@
 """DBNet loss: balanced BCE with per-image OHEM on P, masked L1 on T, Dice on B (MindOCR's DBLoss).
 
-Every term is computed in fp32 with autocast disabled: DB losses in fp16 diverge (PaddleOCR
-#10874). BCE runs on P's logits when the head gives them (exact where P rounds to 0 or 1). Nothing
-here synchronises with the host (no ``.item()``, no data-dependent shapes), so the loss can sit
-inside a compiled / CUDA-graph step.
+Every term runs in fp32 with autocast off (DB losses in fp16 diverge, PaddleOCR #10874); BCE uses P's logits
+when given. No host sync (no ``.item()``, no data-dependent shapes), so it fits a compiled/CUDA-graph step.
 """
 
 from __future__ import annotations
@@ -33,11 +31,7 @@ def _as_nhw(x: Tensor, name: str, shape: torch.Size) -> Tensor:
 
 
 def dice_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) -> Tensor:
-    """Batch-global Dice: ``1 - 2 sum(p g) / (sum p + sum g + eps)`` with p, g multiplied by ``mask``.
-
-    Args:
-        pred, gt, mask: fp32 (N, H, W).
-    """
+    """Batch-global Dice ``1 - 2 sum(p g) / (sum p + sum g + eps)``, p and g times ``mask``; all fp32 (N, H, W)."""
     p, g = pred * mask, gt * mask
     return 1.0 - 2.0 * (p * g).sum() / (p.sum() + g.sum() + eps)
 
@@ -48,19 +42,11 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
 
 
 def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
-    """Select exactly ``k[i]`` of the largest valid entries of each row, without a sort or a host sync.
+    """Select exactly ``k[i]`` of the largest ``valid`` entries per row of ``values``, with no sort or host sync.
 
-    The k-th largest value is found by bisection over float32 bit patterns (exact, 31 passes of
-    compare + sum); entries above it are all kept and ties at it are kept in index order until the
-    row holds exactly ``k[i]``.
-
-    Args:
-        values: float (N, M), >= 0 where valid.
-        valid: bool (N, M), which entries may be picked.
-        k: integer (N,), ``0 <= k[i] <= valid[i].sum()``.
-
-    Returns:
-        bool (N, M) with ``k[i]`` True entries in row i.
+    The k-th largest is found by bisection over float32 bit patterns (exact, 31 compare + sum passes); ties at it
+    are kept in index order. values float (N, M) >= 0 where valid; valid bool (N, M); k int (N,) with
+    ``0 <= k[i] <= valid[i].sum()``. Returns bool (N, M) with ``k[i]`` True entries in row i.
     """
     bits = values.detach().float().abs().contiguous().view(torch.int32)  # abs() turns -0.0 into +0.0
     bits = torch.where(valid, bits, torch.full_like(bits, -1))  # never counted: every threshold is >= 0
@@ -81,27 +67,15 @@ def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
 class DBLoss(nn.Module):
     """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)``; ``L = L_prob`` when only P is given.
 
-    - ``L_prob``: balanced BCE with OHEM (or Dice when ``bce_replace="diceloss"``). Per image i,
-      ``npos_i = sum(gt * mask)`` and ``nneg_i = min(#neg_i, floor(negative_ratio * npos_i))``; the
-      ``nneg_i`` negatives with the largest BCE are kept (exactly that many, ties broken by pixel
-      order). An image without text keeps ``min(#neg_i, min_negatives)`` hardest negatives so that
-      text-free crops still penalise their worst false positives (MindOCR clamps every image to
-      >= 10; we apply the floor only where the ratio gives nothing). Then
-      ``L_prob = (sum pos BCE + sum kept neg BCE) / (sum_i npos_i + sum_i nneg_i + eps)``.
-    - ``L_thresh``: masked L1 between T and ``thresh_map`` over ``thresh_mask``, batch-global.
-    - ``L_binary``: Dice between B and the gt over ``mask``, batch-global.
-
-    Returns the unscaled terms next to ``"loss"``; absent terms are zeros.
+    ``L_prob``: balanced BCE keeping the ``min(#neg, floor(negative_ratio * npos))`` hardest negatives per image
+    (``min_negatives`` for an image without text), or Dice when ``bce_replace="diceloss"``; ``L_thresh``: masked
+    L1 on T over ``thresh_mask``; ``L_binary``: Dice on B over ``mask``. Exact formula and the difference from
+    MindOCR: docs/DESIGN_NOTES.md. Returns the unscaled terms next to ``"loss"``; absent terms are zeros.
     """
 
     def __init__(
-        self,
-        eps: float = 1e-6,
-        l1_scale: float = 10,
-        bce_scale: float = 5,
-        bce_replace: str = "bceloss",
-        negative_ratio: float = 3,
-        min_negatives: int = 10,
+        self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
+        negative_ratio: float = 3, min_negatives: int = 10,
     ) -> None:
         super().__init__()
         if bce_replace not in _BCE_REPLACE:
@@ -143,25 +117,14 @@ class DBLoss(nn.Module):
         return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
 
     def forward(
-        self,
-        preds: Mapping[str, Tensor] | Tensor,
-        binary_map: Tensor,
-        mask: Tensor,
-        thresh_map: Tensor | None = None,
+        self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor, thresh_map: Tensor | None = None,
         thresh_mask: Tensor | None = None,
     ) -> dict[str, Tensor]:
-        """Compute the DB loss.
+        """Compute the DB loss: ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
 
-        Args:
-            preds: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T and B optional), each
-                probabilities (N, 1, H, W), and optionally ``"binary_logits"``; a bare tensor is taken as P.
-            binary_map: shrunk text gt (N, 1, H, W) or (N, H, W), 0/1.
-            mask: (N, H, W), 0 where pixels are ignored.
-            thresh_map: border-map target (N, H, W); needed when T is given.
-            thresh_mask: (N, H, W) region supervised for T; needed when T is given.
-
-        Returns:
-            ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
+        ``preds``: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T, B optional; optional ``"binary_logits"``),
+        probabilities (N, 1, H, W), or a bare tensor P. ``binary_map`` (N, [1,] H, W) 0/1; ``mask`` (N, H, W) 0 where
+        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given.
         """
         if isinstance(preds, Tensor):
             preds = {"binary": preds}

@@ -12,21 +12,10 @@ METRICS = {"DetMetric": DetMetric}
 
 
 def build_metric(name: str, **kwargs: Any) -> DetMetric:
-    """Build the metric called ``name`` (a key of ``METRICS``) from plain keyword arguments.
-
-    Raises:
-        ConfigError: unknown name (lists the valid ones), a keyword the class does not take, or a bad value.
-    """
+    """``METRICS[name](**kwargs)``; ConfigError names a bad name (listing the valid ones), keyword or value."""
     return build_component(METRICS, name, kwargs, "metric", "metric")
 
 
 __all__ = [
-    "METRICS",
-    "DetMetric",
-    "build_metric",
-    "evaluate_files",
-    "evaluate_image",
-    "load_gt",
-    "load_preds",
-    "to_polygon",
+    "METRICS", "DetMetric", "build_metric", "evaluate_files", "evaluate_image", "load_gt", "load_preds", "to_polygon",
 ]

@@ -1,20 +1,9 @@
 """Text-detection metric pooled over a data set: ICDAR2015 (default), DetEval or TIoU matching.
 
-Per image, as the official ICDAR2015 (Challenge 4, task 1) ``script.py``:
-
-- coordinates are truncated to integers (toward zero, like ``int()``); polygons are shapely
-  polygons; an invalid (self-intersecting) polygon is repaired with ``buffer(0)`` as in mmocr, and
-  one with fewer than 3 points or a non-finite coordinate is an empty (zero-area) polygon. Such a
-  GT still counts as a care GT that nothing can match (MindOCR silently drops it);
-- GT tagged ignore (``###``) is don't-care; a detection is don't-care when
-  ``area(det & G) / area(det) > area_precision_constraint`` for a single don't-care GT ``G``;
-- greedy one-to-one matching, GT in order then detections in order: a pair matches when neither
-  is matched yet, neither is don't-care, and ``IoU > iou_thresh`` (strictly). A second detection on
-  a matched GT is a false positive (MindOCR's first-match loop counts it as nothing).
-
-Counts are pooled over images: ``recall = TP / #care GT``, ``precision = TP / #care detections``,
-``f-score = 2PR / (P + R)``, each 0 when its denominator is 0 (the official script's global rule).
-DetEval and TIoU share the polygons, don't-care rule and pooling, and give fractional credit per match.
+Per image as the official ICDAR2015 ``script.py`` (integer-truncated shapely polygons, ``###`` don't-care,
+greedy one-to-one matching with ``IoU > iou_thresh``); counts pooled over images, each ratio 0 when its
+denominator is 0. DetEval and TIoU share the polygons, don't-care rule and pooling and give fractional credit.
+The full rules and where they differ from MindOCR: docs/DESIGN_NOTES.md.
 """
 
 from __future__ import annotations
@@ -25,6 +14,8 @@ from typing import Any
 import numpy as np
 import shapely
 from shapely.geometry import Polygon
+
+from textdet.config.components import component_repr
 
 
 def to_polygon(points: Any) -> Polygon:
@@ -70,9 +61,8 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _geometry(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any, dontcare_precision: float) -> tuple:
-    """What every protocol needs: polygons, areas, intersections (GT x det), ignore tags and don't-care detections.
-
-    A detection is don't-care when more than ``dontcare_precision`` of its area lies in one don't-care GT.
+    """Polygons, areas, GT x det intersections, ignore tags and don't-care detections (> ``dontcare_precision``
+    of the area in one don't-care GT): what every protocol needs.
     """
     ignore = np.zeros(len(gts), dtype=bool) if ignore_tags is None else np.asarray(ignore_tags, dtype=bool).reshape(-1)
     if ignore.shape[0] != len(gts):
@@ -98,21 +88,12 @@ def _iou_pairs(inter: np.ndarray, ga: np.ndarray, da: np.ndarray, ignore: np.nda
 
 
 def evaluate_image(
-    dets: Sequence[Any],
-    gts: Sequence[Any],
-    ignore_tags: Any = None,
-    iou_thresh: float = 0.5,
+    dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
     area_precision_constraint: float = 0.5,
 ) -> tuple[int, int, int]:
-    """ICDAR2015 counts for one image.
+    """ICDAR2015 counts ``(tp, n_care_det, n_care_gt)`` for one image.
 
-    Args:
-        dets: detected polygons, each (P, 2) x then y.
-        gts: ground-truth polygons, each (P, 2).
-        ignore_tags: (len(gts),) bool, True for don't-care GT; None means none.
-
-    Returns:
-        ``(tp, n_care_det, n_care_gt)``.
+    ``dets``/``gts``: polygons, each (P, 2) x then y; ``ignore_tags``: (len(gts),) bool, True = don't-care, or None.
     """
     _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
     pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)[1]
@@ -121,14 +102,10 @@ def evaluate_image(
 
 def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
                area_precision_constraint: float = 0.5) -> tuple[float, float, int, int]:
-    """TIoU (Liu et al., CVPR 2019, "Tightness-aware evaluation protocol for scene text detection") for one image.
+    """TIoU (Liu et al., CVPR 2019) for one image: ``(recall sum, precision sum, n_care_det, n_care_gt)``.
 
-    Matching is ICDAR2015's (above). A match (G, D) adds to recall ``IoU * f(Ct / |G|)``, Ct = the part of G
-    that D misses, and to precision ``IoU * f(Ot / |D|)``, Ot = the part of D that covers other GT outside G
-    (every other GT that D touches, don't-care ones included, as the public TIoU-metric script does).
-
-    Returns:
-        ``(recall sum, precision sum, n_care_det, n_care_gt)``.
+    ICDAR2015 matching; a match (G, D) adds ``IoU * f(Ct / |G|)`` to recall (Ct: the part of G that D misses) and
+    ``IoU * f(Ot / |D|)`` to precision (Ot: D's cover of every other GT it touches, as the public TIoU script).
     """
     g, d, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
     iou, pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)
@@ -145,17 +122,8 @@ def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None,
 def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, area_recall: float = 0.8,
                   area_precision: float = 0.4, split_weight: float = 0.8, merge_weight: float = 1.0,
                   center_diff: float = 1.0) -> tuple[float, float, int, int]:
-    """DetEval (Wolf & Jolion 2006) as the ICDAR 2013 Robust Reading script, on polygons, for one image.
-
-    With area recall r = |G & D| / |G| and area precision p = |G & D| / |D|, matches are taken in this order:
-    one-to-one (r >= 0.8 and p >= 0.4 for this pair only in its row and column, centres closer than the mean
-    bounding-box diagonal / 2): credit 1 and 1; one-to-many (split: free detections with p >= 0.4 whose r sum
-    to >= 0.8): recall 0.8, precision 0.8 per detection; many-to-one (merge: free GT with r >= 0.8 whose p sum
-    to >= 0.4): recall 1 per GT, precision 1 (merges are not penalised, as in the RRC script). A split or merge
-    of one counts 1 and 1. Don't-care GT and detections (> 0.4 of the area in a don't-care GT) never match.
-
-    Returns:
-        ``(recall sum, precision sum, n_care_det, n_care_gt)``.
+    """DetEval (Wolf & Jolion 2006) as the ICDAR 2013 script, on polygons: ``(recall sum, precision sum, n_care_det,
+    n_care_gt)`` for one image. One-to-one, split and merge rules (r >= 0.8, p >= 0.4): docs/DESIGN_NOTES.md.
     """
     _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision)
     r, p = _ratio(inter, ga[:, None]), _ratio(inter, da[None, :])
@@ -195,12 +163,9 @@ PROTOCOLS = {"icdar15": evaluate_image, "deteval": deteval_image, "tiou": tiou_i
 class DetMetric:
     """Pooled recall / precision / f-score over every image passed to :meth:`update`.
 
-    Args:
-        main_indicator: the key the engine uses to pick the best checkpoint.
-        iou_thresh: a detection matches a GT when IoU is strictly greater than this (icdar15, tiou).
-        area_precision_constraint: a detection is don't-care when more than this fraction of its
-            area lies in one don't-care GT (icdar15, tiou; DetEval uses its own 0.4).
-        protocol: a key of PROTOCOLS: "icdar15" (default), "deteval" or "tiou".
+    ``main_indicator``: the key that picks the best checkpoint; ``iou_thresh``: a match needs IoU strictly above
+    it; ``area_precision_constraint``: a detection is don't-care above this fraction inside one don't-care GT
+    (DetEval uses its own 0.4); ``protocol``: a key of PROTOCOLS ("icdar15", "deteval", "tiou").
     """
 
     def __init__(self, main_indicator: str = "f-score", iou_thresh: float = 0.5,
@@ -216,22 +181,14 @@ class DetMetric:
         self.area_precision_constraint = float(area_precision_constraint)
         self._counts = np.zeros(4)
 
-    def __repr__(self) -> str:
-        return (
-            f"DetMetric(main_indicator={self.main_indicator!r}, iou_thresh={self.iou_thresh}, "
-            f"area_precision_constraint={self.area_precision_constraint}, protocol={self.protocol!r})"
-        )
+    __repr__ = component_repr
 
     def reset(self) -> None:
         self._counts = np.zeros(4)
 
     def update(self, preds: Sequence[Any], gts: Sequence[Sequence[Any]], ignore_tags: Sequence[Any]) -> None:
-        """Add a batch.
-
-        Args:
-            preds: per image, a list of detected polygons (P, 2), or a post-process result dict with "polys".
-            gts: per image, a list of GT polygons (P, 2).
-            ignore_tags: per image, (len(gts[i]),) bool (True = ``###``), or None for no don't-care GT.
+        """Add a batch: per image, ``preds`` (polygons (P, 2) or a post-process dict with "polys"), ``gts``
+        (polygons (P, 2)) and ``ignore_tags`` ((len(gts[i]),) bool, True = ``###``; None: no don't-care GT).
         """
         if not (len(preds) == len(gts) == len(ignore_tags)):
             raise ValueError(
@@ -247,10 +204,7 @@ class DetMetric:
             self._counts += np.array(counts if len(counts) == 4 else (counts[0], *counts), dtype=np.float64)
 
     def counts(self) -> np.ndarray:
-        """``[recall sum, precision sum, n_care_det, n_care_gt]`` float64 (a copy), to be summed across ranks.
-
-        For icdar15 both sums are the number of matches; DetEval and TIoU give fractional credit.
-        """
+        """``[recall sum, precision sum, n_care_det, n_care_gt]`` float64 copy, summed across ranks."""
         return self._counts.copy()
 
     def set_counts(self, counts: Any) -> None:

@@ -1,15 +1,9 @@
 """Read ICDAR2015 GT / result files (folder or zip) or MindOCR label files, and score them.
 
-Formats (UTF-8, an optional BOM is dropped, blank lines are skipped):
-
-- ``gt_img_N.txt``: ``x1,y1,x2,y2,x3,y3,x4,y4,transcription`` per line; the transcription may
-  contain commas; ``###`` marks a don't-care region (the official script's only ignore tag).
-- ``res_img_N.txt``: ``x1,y1,...,x4,y4`` per line, optionally followed by a confidence.
-- MindOCR label file: ``image_path<TAB>json`` per line, the json being a list of
-  ``{"transcription", "points"}`` (GT; ``###`` and ``*`` are don't-care, as MindOCR's
-  DetLabelEncode) or a list of point lists (predictions, MindOCR's ``det_results.txt``).
-
-Images are paired by id: the file or image stem without a ``gt_`` / ``res_`` prefix (``img_12``).
+UTF-8 (BOM dropped, blank lines skipped): ``gt_img_N.txt`` lines ``x1,y1,...,x4,y4,transcription`` (commas
+allowed in it, ``###`` don't-care); ``res_img_N.txt`` lines ``x1,...,y4[,confidence]``; MindOCR label files
+``path<TAB>json`` (GT dicts, ``###``/``*`` don't-care, or point lists for predictions). Images pair by stem
+without a ``gt_``/``res_`` prefix (``img_12``).
 """
 
 from __future__ import annotations
@@ -170,12 +164,9 @@ def evaluate_files(gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, ar
                    protocol: str = "icdar15") -> dict[str, Any]:
     """Score detections against GT with :class:`DetMetric` (``protocol``: icdar15, deteval or tiou).
 
-    A GT image without detections counts as no detections; detections for an image that has no
-    GT raise :class:`DataError` naming their file.
-
-    Returns:
-        ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images", "protocol"}`` (care counts;
-        ``tp`` is the recall credit: matches for icdar15, a fractional sum for deteval/tiou).
+    A GT image without detections has none; detections for an image without GT raise DataError naming the file.
+    Returns ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images", "protocol"}`` (care counts;
+    ``tp`` is the recall credit, fractional for deteval/tiou).
     """
     gts, preds = load_gt(gt), load_preds(pred)
     orphans = sorted(set(preds) - set(gts))

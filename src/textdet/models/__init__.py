@@ -8,24 +8,7 @@ from textdet.models.resnet import DetResNet, det_resnet18, det_resnet34, det_res
 from textdet.models.weights import LoadReport, hub_checkpoint_dir, load_model_weights, read_state_dict
 
 __all__ = [
-    "BACKBONES",
-    "HEADS",
-    "NECKS",
-    "AdaptiveScaleFusion",
-    "DBFPN",
-    "DBHead",
-    "DBNet",
-    "DetMobileNetV3",
-    "DetResNet",
-    "LoadReport",
-    "build_model",
-    "check_images",
-    "count_parameters",
-    "det_mobilenet_v3",
-    "det_resnet18",
-    "det_resnet34",
-    "det_resnet50",
-    "hub_checkpoint_dir",
-    "load_model_weights",
-    "read_state_dict",
+    "BACKBONES", "HEADS", "NECKS", "AdaptiveScaleFusion", "DBFPN", "DBHead", "DBNet", "DetMobileNetV3", "DetResNet",
+    "LoadReport", "build_model", "check_images", "count_parameters", "det_mobilenet_v3", "det_resnet18", "det_resnet34",
+    "det_resnet50", "hub_checkpoint_dir", "load_model_weights", "read_state_dict"
 ]

@@ -61,17 +61,10 @@ def check_images(images: torch.Tensor) -> None:
 
 
 class DBNet(nn.Module):
-    """Differentiable Binarization text detector.
+    """Differentiable Binarization text detector: backbone (4 maps, strides 4..32) -> neck (one H/4 map) -> head.
 
-    Args:
-        backbone: module returning 4 maps at strides 4/8/16/32.
-        neck: module fusing them into one (N, C, H/4, W/4) map.
-        head: module returning the DB maps at input resolution.
-
-    Shapes:
-        images (N, 3, H, W) float, H and W multiples of 32 ->
-        training: {"binary": P, "binary_logits", "thresh": T, "thresh_binary": B}, each (N, 1, H, W);
-        eval: {"binary": P}.
+    Shapes: images (N, 3, H, W) float, H and W multiples of 32 -> training: {"binary": P, "binary_logits",
+    "thresh": T, "thresh_binary": B}, each (N, 1, H, W); eval: {"binary": P}.
     """
 
     def __init__(self, backbone: nn.Module, neck: nn.Module, head: nn.Module) -> None:
@@ -97,26 +90,15 @@ def _build_component(kind: str, table: Mapping[str, Callable[..., nn.Module]], s
 
 
 def build_model(
-    backbone: Mapping[str, Any],
-    neck: Mapping[str, Any],
-    head: Mapping[str, Any],
+    backbone: Mapping[str, Any], neck: Mapping[str, Any], head: Mapping[str, Any],
     pretrained: str | os.PathLike | bool | None = None,
 ) -> DBNet:
-    """Build a DBNet from MindOCR's ``model.backbone``, ``model.neck``, ``model.head`` dicts.
+    """Build a DBNet from MindOCR's ``model.backbone/neck/head`` dicts (``name`` + constructor kwargs).
 
-    Each dict holds ``name`` plus the constructor's keyword arguments. The neck's ``in_channels``
-    comes from ``backbone.out_channels`` and the head's from ``neck.out_channels``.
-
-    Args:
-        backbone: e.g. ``{"name": "det_resnet50", "pretrained": True}``.
-        neck: e.g. ``{"name": "DBFPN", "out_channels": 256, "bias": False}``.
-        head: e.g. ``{"name": "DBHead", "k": 50, "bias": False, "adaptive": True}``.
-        pretrained: MindOCR's ``model.pretrained``: a whole-model checkpoint path or URL (plain state_dict,
-            our ``{"model": state_dict, ...}`` or a MindOCR ``.ckpt``), loaded non-strictly after the backbone's
-            own weights; the report of missing/unexpected/mismatched keys is logged. None/False: nothing.
-
-    Raises:
-        ConfigError: unknown names (listing the valid ones), bad parameters, missing weight files.
+    The neck's ``in_channels`` comes from ``backbone.out_channels``, the head's from ``neck.out_channels``.
+    ``pretrained`` (MindOCR's ``model.pretrained``): a whole-model checkpoint path or URL (state_dict, ours, or a
+    MindOCR ``.ckpt``) loaded non-strictly after the backbone's weights, the key report logged. Raises ConfigError
+    on unknown names (listing the valid ones), bad parameters and missing weight files.
     """
     bb = _build_component("backbone", BACKBONES, backbone)
     nk = _build_component("neck", NECKS, neck, in_channels=list(bb.out_channels))

@@ -1,11 +1,7 @@
-"""DBFPN: DBNet's feature pyramid, with DBNet++'s Adaptive Scale Fusion (ASF) as an option.
+"""DBFPN: DBNet's feature pyramid (as MindOCR ``necks/fpn.py``), with DBNet++'s Adaptive Scale Fusion option.
 
-As MindOCR (``necks/fpn.py``, ``necks/asf.py``), which follows the original DB code:
-
-    P_i = Conv1x1(C_i -> out)                              (no BN, no activation)
-    P_i += nearest_resize(P_{i+1})  for i = 3, 2, 1         (top-down sum)
-    O_i = nearest_resize(Conv3x3(P_i -> out / 4)) to stride 4
-    out = concat([O5, O4, O3, O2])  or  ASF([O5, O4, O3, O2])   (out channels at stride 4)
+Lateral 1x1 convs, top-down nearest-upsample sums, 3x3 convs to out/4 resized to stride 4, then concat or
+ASF. The formulas are in docs/DESIGN_NOTES.md.
 """
 
 from __future__ import annotations
@@ -16,10 +12,7 @@ from torch import nn
 
 
 def db_init_(module: nn.Module) -> None:
-    """The original DB code's init: kaiming-normal conv weights, BatchNorm weight 1 and bias 1e-4.
-
-    Conv biases keep PyTorch's default (the DB code only sets weights).
-    """
+    """The original DB code's init: kaiming-normal conv weights, BatchNorm weight 1 / bias 1e-4, default conv biases."""
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
             nn.init.kaiming_normal_(m.weight)
@@ -33,20 +26,10 @@ def _resize_to(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 
 
 class AdaptiveScaleFusion(nn.Module):
-    """DBNet++ ASF: attention weights per scale, computed from the concatenated levels.
+    """DBNet++ ASF, residual-add style as MindOCR/MMOCR/PaddleOCR (formulas: docs/DESIGN_NOTES.md).
 
-    Residual-add style as MindOCR / MMOCR / PaddleOCR (not the multiplicative form of the paper figure):
-
-        R = Conv3x3(concat(x) -> C/4, bias)
-        R = R + sigmoid(Conv1x1(relu(Conv1x1(GAP(R)))))      if channel_attention
-        A = sigmoid(Conv1x1(relu(Conv3x3(mean_c(R))))) + R
-        W = sigmoid(Conv1x1(A -> n_levels))
-        out = concat([W[:, i] * x_i])
-
-    Args:
-        channels: channels of the concatenated input (= output).
-        num_levels: number of input maps (4).
-        channel_attention: add the channel-attention branch.
+    ``channels``: of the concatenated input (= output); ``num_levels``: input maps (4); ``channel_attention``:
+    add the channel-attention branch.
     """
 
     def __init__(self, channels: int, num_levels: int = 4, channel_attention: bool = True) -> None:
@@ -54,9 +37,7 @@ class AdaptiveScaleFusion(nn.Module):
         inner = channels // 4
         self.conv = nn.Conv2d(channels, inner, 3, padding=1, bias=True)
         self.chan_att = nn.Sequential(
-            nn.Conv2d(inner, inner // 4, 1, bias=False),
-            nn.ReLU(),
-            nn.Conv2d(inner // 4, inner, 1, bias=False),
+            nn.Conv2d(inner, inner // 4, 1, bias=False), nn.ReLU(), nn.Conv2d(inner // 4, inner, 1, bias=False),
             nn.Sigmoid(),
         ) if channel_attention else None
         self.spat_att = nn.Sequential(
@@ -75,17 +56,10 @@ class AdaptiveScaleFusion(nn.Module):
 
 
 class DBFPN(nn.Module):
-    """DBNet's neck (MindOCR ``DBFPN``).
+    """DBNet's neck (MindOCR ``DBFPN``): (N, in_channels[i], H/s_i, W/s_i) list -> (N, out_channels, H/4, W/4).
 
-    Args:
-        in_channels: backbone channels at strides 4/8/16/32 (``backbone.out_channels``).
-        out_channels: lateral width; the output has ``out_channels`` channels (4 levels x out/4).
-        bias: bias in the lateral and output convs.
-        use_asf: fuse with DBNet++'s Adaptive Scale Fusion instead of a plain concat.
-        channel_attention: ASF's channel-attention branch (only with ``use_asf``).
-
-    Shapes:
-        list of (N, in_channels[i], H/s_i, W/s_i) -> (N, out_channels, H/4, W/4).
+    ``in_channels``: backbone channels at strides 4/8/16/32; ``out_channels``: lateral width (4 levels x out/4
+    after fusion); ``bias``: in the lateral and output convs; ``use_asf`` / ``channel_attention``: DBNet++'s ASF.
     """
 
     def __init__(
@@ -136,15 +110,7 @@ class RSELayer(nn.Module):
 
 
 class RSEFPN(nn.Module):
-    """PP-OCRv3/v4's neck (PaddleOCR ``RSEFPN``, shortcut=True): DBFPN's data flow with SE-gated convs.
-
-    Args:
-        in_channels: backbone channels at strides 4/8/16/32.
-        out_channels: lateral width (PP-OCRv4 mobile: 96); the output has ``out_channels`` channels.
-
-    Shapes:
-        list of (N, in_channels[i], H/s_i, W/s_i) -> (N, out_channels, H/4, W/4).
-    """
+    """PP-OCRv3/v4's neck (PaddleOCR ``RSEFPN``, shortcut=True): DBFPN's data flow with SE-gated convs."""
 
     def __init__(self, in_channels: list[int], out_channels: int = 96) -> None:
         super().__init__()

@@ -1,10 +1,7 @@
 """PPLCNetV3, PP-OCRv4's mobile detection backbone, in its deployed (re-parameterised) form.
 
-PaddleOCR trains each ``LearnableRepLayer`` as a sum of kxk, 1x1 and identity conv+BN branches and
-folds them into one conv with a bias for inference; the released inference models only hold that
-folded conv. Here every rep layer *is* that folded conv, so an imported model loads one tensor per
-tensor and fine-tunes as it is (the branches only help when training from scratch). Layout and
-names follow PaddleOCR's ``ppocr/modeling/backbones/rec_lcnetv3.py`` with ``det=True``.
+Each rep layer *is* the folded conv of PaddleOCR's inference models, so an imported model loads one tensor
+per tensor (see docs/DESIGN_NOTES.md). Layout and names follow PaddleOCR's ``rec_lcnetv3.py`` with det=True.
 """
 
 from __future__ import annotations
@@ -18,10 +15,8 @@ from textdet.models.weights import load_backbone_weights, resolve_backbone_weigh
 
 # kernel, in, out, stride, squeeze-excite per block (PaddleOCR NET_CONFIG_det), before scaling
 NET_CONFIG_DET: tuple[tuple[tuple[int, int, int, int, bool], ...], ...] = (
-    ((3, 16, 32, 1, False),),
-    ((3, 32, 64, 2, False), (3, 64, 64, 1, False)),
-    ((3, 64, 128, 2, False), (3, 128, 128, 1, False)),
-    ((3, 128, 256, 2, False),) + ((5, 256, 256, 1, False),) * 4,
+    ((3, 16, 32, 1, False),), ((3, 32, 64, 2, False), (3, 64, 64, 1, False)),
+    ((3, 64, 128, 2, False), (3, 128, 128, 1, False)), ((3, 128, 256, 2, False),) + ((5, 256, 256, 1, False),) * 4,
     ((5, 256, 512, 2, True), (5, 512, 512, 1, True), (5, 512, 512, 1, False), (5, 512, 512, 1, False)),
 )
 DET_OUT_CHANNELS = (16, 24, 56, 480)  # the 1x1 projections PaddleOCR puts on the 4 levels (x scale)
@@ -69,15 +64,9 @@ class LCNetV3Block(nn.Module):
 class PPLCNetV3(nn.Module):
     """PP-LCNetV3 detection backbone: stem conv+BN, 5 stages, 1x1 projections of the last 4.
 
-    Args:
-        scale: width multiplier (PP-OCRv4 mobile det: 0.75).
-        det: must be True (the recognition variant has other strides and no projections).
-        pretrained: False, or a path to backbone weights (no ImageNet file is known: start from a whole
-            converted PP-OCR model with ``model.pretrained`` instead).
-
-    Shapes:
-        (N, 3, H, W) -> 4 maps at strides 4/8/16/32 with ``out_channels`` = int(c * scale) for
-        c in (16, 24, 56, 480), i.e. [12, 18, 42, 360] at scale 0.75.
+    ``det`` must be True; ``pretrained``: False or a backbone weights path (no ImageNet file is known: use a
+    converted PP-OCR model via ``model.pretrained``). Shapes: (N, 3, H, W) -> 4 maps at strides 4/8/16/32,
+    ``out_channels`` = int(c * scale) for c in (16, 24, 56, 480), i.e. [12, 18, 42, 360] at scale 0.75.
     """
 
     def __init__(self, scale: float = 0.75, det: bool = True, pretrained: bool | str | None = False) -> None:

@@ -1,11 +1,7 @@
 """MobileNetV3-Large backbone for DBNet, laid out as mindcv's (MindOCR's ``det_mobilenet_v3``).
 
-``features`` is a flat list like mindcv's: stem conv, BN, hard-swish, 15 inverted-residual blocks,
-last 1x1 conv, BN, hard-swish (21 entries). MindOCR takes the outputs of entries [5, 8, 14, 20],
-i.e. strides 4/8/16/32; with ``scale=0.5`` their channels are [16, 24, 56, 480]. Module names and
-arithmetic follow mindcv, so a MindSpore checkpoint maps by renaming BatchNorm parameters: depthwise
-convs pad as MindSpore's ``pad_mode="same"`` (the odd pixel at the bottom/right at stride 2), and
-``SqueezeExciteV2`` is two dense layers with a sigmoid gate.
+``features`` is mindcv's flat 21-entry list; MindOCR takes entries [5, 8, 14, 20] (strides 4/8/16/32).
+Names and arithmetic follow mindcv so a MindSpore checkpoint maps by renaming (docs/DESIGN_NOTES.md).
 """
 
 from __future__ import annotations
@@ -53,10 +49,8 @@ def _act(name: str) -> nn.Module:
 
 
 class SqueezeExcite(nn.Module):
-    """x * gate(expand(relu(reduce(mean_hw(x))))), as mindcv.
-
-    ``version="SqueezeExcite"``: 1x1 convs to channels / 4 rounded to a multiple of 8 (or ``reduced``),
-    hard-sigmoid gate (mindcv default; PaddleOCR's SELayer with ``reduced=channels // 4``);
+    """x * gate(expand(relu(reduce(mean_hw(x))))), as mindcv; ``version="SqueezeExcite"``: 1x1 convs to ``reduced``
+    (default channels / 4 to a multiple of 8), hard-sigmoid gate (PaddleOCR's SELayer with reduced=channels // 4);
     ``"SqueezeExciteV2"`` (MindOCR's mobilenet config): dense layers to channels // 4, sigmoid gate.
     """
 
@@ -100,9 +94,7 @@ class InvertedResidual(nn.Module):
         if in_ch != mid_ch or always_expand:  # mindcv skips an expansion that keeps the width, unless told
             layers += [nn.Conv2d(in_ch, mid_ch, 1, bias=False), nn.BatchNorm2d(mid_ch), _act(act)]
         layers += [
-            SameConv2d(mid_ch, mid_ch, kernel, stride, groups=mid_ch, bias=False),
-            nn.BatchNorm2d(mid_ch),
-            _act(act),
+            SameConv2d(mid_ch, mid_ch, kernel, stride, groups=mid_ch, bias=False), nn.BatchNorm2d(mid_ch), _act(act),
         ]
         if se:
             layers.append(SqueezeExcite(mid_ch, se_version))
@@ -116,16 +108,9 @@ class InvertedResidual(nn.Module):
 class DetMobileNetV3(nn.Module):
     """MobileNetV3-Large feature extractor.
 
-    Args:
-        scale: width multiplier (MindOCR's ``alpha``); 0.5 in MindOCR's DBNet-MobileNetV3 config.
-        out_stages: indices into ``features`` whose outputs are returned (mindcv numbering).
-        in_channels: image channels.
-        se_version: "SqueezeExcite" or "SqueezeExciteV2" (see ``SqueezeExcite``).
-        always_expand: keep the 1x1 expansion conv of the first block even though it keeps the width.
-
-    Attributes:
-        out_channels: channels of each returned map ([16, 24, 56, 480] at scale 0.5).
-        strides: stride of each returned map ([4, 8, 16, 32] for the default stages).
+    ``scale``: width multiplier (MindOCR's ``alpha``); ``out_stages``: indices into ``features`` (mindcv
+    numbering); ``se_version``: see ``SqueezeExcite``; ``always_expand``: keep the first block's 1x1 expansion.
+    ``out_channels``: [16, 24, 56, 480] at scale 0.5; ``strides``: [4, 8, 16, 32] for the default stages.
     """
 
     def __init__(
@@ -191,27 +176,15 @@ class DetMobileNetV3(nn.Module):
 
 
 def det_mobilenet_v3(
-    pretrained: bool | str | None = None,
-    scale: float | None = None,
-    alpha: float | None = None,
-    architecture: str = "large",
-    out_stages: list[int] | tuple[int, ...] = (5, 8, 14, 20),
-    in_channels: int = 3,
+    pretrained: bool | str | None = None, scale: float | None = None, alpha: float | None = None,
+    architecture: str = "large", out_stages: list[int] | tuple[int, ...] = (5, 8, 14, 20), in_channels: int = 3,
     bottleneck_params: dict | None = None,
 ) -> DetMobileNetV3:
-    """MobileNetV3-Large backbone (MindOCR ``det_mobilenet_v3``).
+    """MobileNetV3-Large backbone (MindOCR ``det_mobilenet_v3``); ``alpha`` is MindOCR's name for ``scale``.
 
-    Args:
-        pretrained: None/False: random init; a path or URL: a state_dict in this module's layout
-            (``features.*``; classifier keys are ignored), or mindcv's MindSpore ``.ckpt``. True is an
-            error, as in MindOCR: no standard file exists for this width.
-        scale: width multiplier; default 0.5.
-        alpha: MindOCR's name for ``scale`` (give one of the two).
-        architecture: only "large".
-        out_stages: indices into ``features`` to return (MindOCR's ``out_stages``).
-        in_channels: image channels.
-        bottleneck_params: MindOCR's block options: ``se_version`` ("SqueezeExcite" | "SqueezeExciteV2")
-            and ``always_expand`` (bool); its db_mobilenetv3 config uses SqueezeExciteV2 + always_expand.
+    ``pretrained``: None/False random; a path/URL to a ``features.*`` state_dict or mindcv ``.ckpt``; True is an
+    error as in MindOCR (no standard file at this width). ``bottleneck_params``: ``se_version`` and
+    ``always_expand`` (MindOCR's db_mobilenetv3 config: SqueezeExciteV2 + always_expand).
     """
     params = dict(bottleneck_params or {})
     unknown = sorted(set(params) - {"se_version", "always_expand"})

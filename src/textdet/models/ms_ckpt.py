@@ -1,16 +1,8 @@
 """MindSpore ``.ckpt`` files (MindOCR, mindcv) read without MindSpore, and their names mapped to ours.
 
-The file is a protobuf (MindSpore's ``checkpoint.proto``), written as consecutive serialized
-``Checkpoint`` messages, optionally followed by a 17-byte ``crc_num`` trailer::
-
-    Checkpoint  { repeated Value value = 1; }
-    Value       { string tag = 1; TensorProto tensor = 2; MapTensorProto maptensor = 3; }
-    TensorProto { repeated int64 dims = 1; string tensor_type = 2; bytes tensor_content = 3; }
-
-Tensors over 512 MiB are split into several Values with the same tag. The reader below is bounded:
-every declared length is checked against the bytes that remain before anything is sliced, and data
-are views into the file's bytes, so a malformed file fails fast with the offset, never allocating
-what it declares.
+The file is consecutive protobuf ``Checkpoint`` messages (+ optional 17-byte crc trailer; format in
+docs/DESIGN_NOTES.md). The reader is bounded: every declared length is checked against the bytes left
+before slicing, and data are views, so a malformed file fails fast with the offset.
 """
 
 from __future__ import annotations
@@ -95,9 +87,7 @@ def _tensor(buf: memoryview, span: tuple[int, int], path: str, tag: str) -> tupl
 def read_ms_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], list[str]]:
     """All tensors of a MindSpore checkpoint, by tag, and the tags that are not tensors (strings, map tensors).
 
-    Raises:
-        MsCheckpointError: truncated or malformed data, an unknown dtype, or content that does not
-            match the declared dims; the message names the file, the tag or the byte offset.
+    Raises MsCheckpointError (truncated/malformed data, unknown dtype, dims mismatch) naming file, tag or offset.
     """
     path = str(path)
     with open(path, "rb") as f:
@@ -145,10 +135,8 @@ def read_ms_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor]
 def mindspore_to_torch_names(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Rename MindOCR/mindcv parameters to textdet's; returns (weights, training-state tags left out).
 
-    BatchNorm ``gamma/beta/moving_mean/moving_variance`` become ``weight/bias/running_mean/running_var``;
-    ResNet ``down_sample`` becomes ``downsample``, DBNet++'s ``neck.fuse`` becomes ``neck.asf``; a
-    ``network.`` wrapper prefix is dropped. Optimizer moments, learning rate, step counters and EMA
-    copies are returned separately.
+    BatchNorm gamma/beta/moving_* -> weight/bias/running_*; ``down_sample`` -> ``downsample``; ``neck.fuse``
+    -> ``neck.asf``; a ``network.`` prefix is dropped. Optimizer/EMA/step tags are returned separately.
     """
     weights, training = {}, []
     for tag, value in state.items():

@@ -60,18 +60,9 @@ class Bottleneck(nn.Module):
 class DetResNet(nn.Module):
     """ResNet feature extractor returning four maps.
 
-    Args:
-        block: ``BasicBlock`` or ``Bottleneck``.
-        layers: blocks per stage, e.g. (3, 4, 6, 3) for ResNet-50.
-        width: channels of the stem and of the first stage's blocks (64 = the real network; tests use 8).
-        in_channels: image channels.
-
-    Attributes:
-        out_channels: channels of the four outputs, e.g. [256, 512, 1024, 2048] for ResNet-50.
-        strides: [4, 8, 16, 32].
-
-    Shapes:
-        input (N, in_channels, H, W) -> list of 4 tensors (N, out_channels[i], H / strides[i], W / strides[i]).
+    ``block``: BasicBlock or Bottleneck; ``layers``: blocks per stage ((3, 4, 6, 3) = ResNet-50); ``width``:
+    stem/first-stage channels (64 real, tests 8). ``out_channels`` e.g. [256, 512, 1024, 2048]; ``strides``
+    [4, 8, 16, 32]. Shapes: (N, in_channels, H, W) -> 4 tensors (N, out_channels[i], H/strides[i], W/strides[i]).
     """
 
     def __init__(
@@ -146,12 +137,8 @@ def _build(arch: str, block: type, layers: tuple[int, int, int, int], pretrained
 def det_resnet18(pretrained: bool | str | None = None, width: int = 64, in_channels: int = 3) -> DetResNet:
     """ResNet-18 backbone, out_channels ``[w, 2w, 4w, 8w]`` (w = width, 64 by default).
 
-    Args:
-        pretrained: None/False: random init; True: torchvision's ``resnet18-f37072fd.pth`` from the
-            torch hub cache (downloaded there if missing); a string: a path or URL to a torchvision-layout
-            state_dict or a mindcv MindSpore ``.ckpt``.
-        width: base channels (64 = ImageNet ResNet; smaller values for tests).
-        in_channels: image channels.
+    ``pretrained``: None/False random; True torchvision's ``resnet18-f37072fd.pth`` from the torch hub cache
+    (downloaded if missing); a string: path or URL to a torchvision-layout state_dict or a mindcv ``.ckpt``.
     """
     return _build("det_resnet18", BasicBlock, (2, 2, 2, 2), pretrained, width, in_channels)
 
@@ -163,9 +150,7 @@ def det_resnet34(pretrained: bool | str | None = None, width: int = 64, in_chann
 
 
 def det_resnet50(pretrained: bool | str | None = None, width: int = 64, in_channels: int = 3) -> DetResNet:
-    """ResNet-50 (v1.5) backbone, out_channels ``[4w, 8w, 16w, 32w]`` = [256, 512, 1024, 2048].
-
-    ``pretrained=True`` takes ``resnet50-0676ba61.pth`` (torchvision V1 weights) from the hub cache, else
-    any other ``resnet50-*.pth`` there (e.g. V2), else downloads the V1 file.
+    """ResNet-50 (v1.5) backbone, out_channels [256, 512, 1024, 2048] at width 64; ``pretrained=True`` takes
+    torchvision's V1 ``resnet50-0676ba61.pth`` from the hub cache, else any ``resnet50-*.pth`` there, else downloads V1.
     """
     return _build("det_resnet50", Bottleneck, (3, 4, 6, 3), pretrained, width, in_channels)

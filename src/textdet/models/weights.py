@@ -1,9 +1,7 @@
 """Finding and loading weights: ImageNet backbones, whole-model checkpoints, MindSpore ``.ckpt`` files.
 
-``pretrained=True`` takes torchvision's ImageNet file from the torch hub cache
-(``torch.hub.get_dir()/checkpoints``, which honours ``$TORCH_HOME``), downloading it there first if
-needed; a URL is downloaded the same way (``textdet.hub``); a string is a path. MindSpore checkpoints
-(MindOCR, mindcv) are read without MindSpore and renamed to our parameter names.
+``pretrained=True`` uses torchvision's ImageNet file in the torch hub cache (downloaded there if needed);
+a URL downloads via ``textdet.hub``; a string is a path. MindSpore checkpoints are read and renamed.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ def resolve_backbone_weights(
 ) -> Path | None:
     """A backbone's ``pretrained`` (False/None, True, a path or a URL) as a file path, or None for random init.
 
-    True takes ``url`` (torchvision's ImageNet file) from the hub cache, else any file matching
-    ``pattern`` there, else downloads it. Errors (ConfigError) name the file, the folder and the way out.
+    True: ``url`` from the hub cache, else a file matching ``pattern`` there, else downloaded; errors name the way out.
     """
     if pretrained is None or pretrained is False:
         return None
@@ -66,10 +63,8 @@ def resolve_backbone_weights(
 
 
 def read_state_dict(path: str | os.PathLike, what: str = "weights") -> dict[str, torch.Tensor]:
-    """Tensors by our parameter names, from a state_dict, a ``{"model"/"state_dict": ...}`` checkpoint or a
-    MindSpore ``.ckpt`` (renamed, optimizer state left out). Loads with ``weights_only=True``.
-
-    Wrapper prefixes (``module.`` from DDP, ``_orig_mod.`` from torch.compile) are stripped.
+    """Tensors by our parameter names (``weights_only=True``) from a state_dict, a ``{"model"/"state_dict": ...}``
+    checkpoint or a renamed MindSpore ``.ckpt``; ``module.``/``_orig_mod.`` wrapper prefixes stripped.
     """
     path = Path(path)
     if not path.is_file():
@@ -99,10 +94,8 @@ def load_backbone_weights(
 ) -> None:
     """Load ImageNet weights into a backbone; every backbone tensor must be in the file with its shape.
 
-    Keys under ``ignore_prefixes`` (the classifier) are skipped; other extra keys are logged.
-
-    Raises:
-        ConfigError: a shape differs (naming the key) or backbone tensors are missing from the file.
+    Keys under ``ignore_prefixes`` (the classifier) are skipped, other extras logged. Raises ConfigError naming
+    a key whose shape differs, or the missing backbone tensors.
     """
     state = {k: v for k, v in read_state_dict(path, f"{arch} weights").items() if not k.startswith(ignore_prefixes)}
     own = module.state_dict()
@@ -148,11 +141,9 @@ class LoadReport:
 
 
 def load_model_weights(model: nn.Module, path: str | os.PathLike, what: str = "model.pretrained") -> LoadReport:
-    """Non-strict load of a whole-model checkpoint (MindOCR's ``model.pretrained``): path or URL.
+    """Non-strict load of a whole-model checkpoint (MindOCR's ``model.pretrained``) from a path or URL.
 
-    Accepts a plain state_dict, ``{"model": state_dict, ...}`` or a MindSpore ``.ckpt``; strips ``module.``.
-    Tensors whose shape differs from the model's are dropped with a warning; the report lists missing
-    and unexpected keys.
+    Tensors whose shape differs from the model's are dropped with a warning; the report lists missing, unexpected keys.
     """
     path = weights_file(path, what, f"-o {what}=false")
     state = read_state_dict(path, what)
