@@ -111,15 +111,8 @@ def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tupl
 
 
 def map_polys(polys: list[np.ndarray], matrix: np.ndarray) -> list[np.ndarray]:
-    """Apply a 3x3 (or 2x3) affine ``matrix`` to every polygon in one vectorised product.
-
-    Args:
-        polys: list of (P_i, 2) arrays (x, y).
-        matrix: (3, 3) or (2, 3) affine matrix on column vectors (x, y, 1).
-
-    Returns:
-        list of (P_i, 2) float32 arrays.
-    """
+    """Apply a (3, 3) or (2, 3) affine ``matrix`` (on column vectors (x, y, 1)) to every (P_i, 2) polygon in one
+    vectorised product; returns (P_i, 2) float32 arrays."""
     if len(polys) == 0:
         return []
     lengths = [len(p) for p in polys]

@@ -29,12 +29,8 @@ def progress_bar(show: bool, total: int, desc: str):
 
 
 def ground_truth(batch: dict) -> tuple[list, list]:
-    """GT polygons in original-image pixels and their ignore tags, per image of the batch.
-
-    DetResize scales the GT polygons with the image (x * scale_w, y * scale_h); detections are
-    mapped back to the original image through ``shape_list``, so the GT goes back the same way.
-    Rounding to 1e-3 px restores integer ICDAR coordinates exactly before the metric truncates them.
-    """
+    """GT polygons mapped back to original-image pixels through ``shape_list`` (as detections are), and ignore
+    tags, per image. Rounding to 1e-3 px restores integer ICDAR coordinates before the metric truncates them."""
     shapes = batch["shape_list"].numpy() if "shape_list" in batch else None
     polys = []
     for i, ps in enumerate(batch["polys"]):
@@ -95,12 +91,9 @@ def sweep_report(sweep: dict) -> str:
 
 
 class Evaluator:
-    """Runs a model over an eval loader and returns ``metric.compute()`` (recall, precision, f-score).
-
-    With a :class:`ThresholdSweep`, the same probability maps also go through its grid of thresholds.
-    Post-processing and the metric of a batch run in a worker thread while the next batch goes through
-    the model (cv2 and numpy release the GIL); ``parts`` holds the seconds spent in each part.
-    """
+    """Runs a model over an eval loader and returns ``metric.compute()`` (and a :class:`ThresholdSweep`'s grid).
+    Post-processing and the metric run in a worker thread while the next batch goes through the model (cv2 and
+    numpy release the GIL); ``parts`` holds the seconds spent in each part."""
 
     def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False,
                  sweep: ThresholdSweep | None = None):

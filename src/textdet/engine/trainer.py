@@ -55,13 +55,9 @@ class TrainingDiverged(TextdetError):
 class Trainer:
     """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
 
-    Args:
-        cfg: the resolved config.
-        device: ``--device`` (None: CUDA when available, else CPU).
-        compile: "auto" (compile when system.mode is 0 on CUDA), "on" or "off".
-        progress: show tqdm bars (None: when stdout is a TTY).
-        startup: the timer started at process launch (the CLI passes it in).
-        overwrite: a fresh run may replace another run's files in ``train.ckpt_save_dir``.
+    ``device``: None picks CUDA when available; ``compile``: "auto" (system.mode 0 on CUDA), "on", "off";
+    ``progress``: tqdm bars (None: when stdout is a TTY); ``startup``: the CLI's launch timer;
+    ``overwrite``: a fresh run may replace another run's files in ``train.ckpt_save_dir``.
     """
 
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
