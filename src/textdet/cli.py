@@ -1,8 +1,5 @@
-"""``textdet`` command line: one subcommand per job, errors as one readable paragraph.
-
-Heavy modules (torch, the model zoo) are imported inside each command, so ``textdet --help`` and a
-config typo answer in well under a second.
-"""
+"""``textdet`` command line: one subcommand per job, errors as one readable paragraph. Heavy modules (torch, the
+model zoo) are imported inside each command, so ``textdet --help`` and a config typo answer in under a second."""
 
 from __future__ import annotations
 
@@ -223,10 +220,8 @@ def load_cfg(args: argparse.Namespace):
 
 
 def preflight(cfg) -> None:
-    """The torch-free checks: data paths, transform pipelines, post-processing and metric sections.
-
-    They run before ``import torch`` (1.5-2 s), so the common mistakes fail in well under 2 s.
-    """
+    """The torch-free checks (data paths, pipelines, post-processing and metric sections), run before
+    ``import torch`` (1.5-2 s) so the common mistakes fail in well under 2 s."""
     from textdet.config.components import MODEL_PART_NAMES, lookup
     from textdet.config.loader import located
     from textdet.data.labels import check_dataset_paths

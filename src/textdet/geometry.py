@@ -1,8 +1,5 @@
-"""Pure numpy/pyclipper polygon helpers shared by targets, post-processing and metrics.
-
-A polygon is a float array of shape (P, 2) holding (x, y) vertices, P >= 3. Nothing here
-knows about images, tensors or configs, so every function is easy to test by hand.
-"""
+"""Pure numpy/pyclipper polygon helpers shared by targets, post-processing and metrics. A polygon is a float
+(P, 2) array of (x, y) vertices, P >= 3; nothing here knows images, tensors or configs."""
 
 from __future__ import annotations
 
@@ -52,12 +49,8 @@ def unclip_distance(poly: np.ndarray, expand_ratio: float) -> float:
 
 
 def offset_polygon(poly: np.ndarray, distance: float) -> list[np.ndarray]:
-    """Offset ``poly`` by ``distance`` pixels with round joins (positive grows, negative shrinks).
-
-    Returns every resulting polygon as a float64 (P, 2) array; an empty list when a shrink
-    makes the polygon vanish. Coordinates are rounded to integers first, as pyclipper (and
-    every DB implementation) works on the integer lattice.
-    """
+    """Offset ``poly`` by ``distance`` pixels, round joins (positive grows); every result as float64 (P, 2), [] when
+    a shrink makes it vanish. Coordinates are rounded first: pyclipper (and every DB) works on integers."""
     offsetter = pyclipper.PyclipperOffset()
     path = np.round(np.asarray(poly, dtype=np.float64).reshape(-1, 2)).astype(np.int64).tolist()
     offsetter.AddPath(path, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)

@@ -1,8 +1,5 @@
-"""Config sections -> objects: one ``build_*`` per stage, errors prefixed with the key's YAML line.
-
-This is the only place that knows both the config layout and the constructors, so every other
-module stays usable without the config system.
-"""
+"""Config sections -> objects: one ``build_*`` per stage, errors prefixed with the key's YAML line. The only place
+that knows both the config layout and the constructors, so every other module works without the config system."""
 
 from __future__ import annotations
 

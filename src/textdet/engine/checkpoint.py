@@ -1,8 +1,6 @@
 """Checkpoints: one dict per file, written to a temp file and renamed, so a crash never leaves half a file.
-
-Names follow MindOCR: ``train_resume.ckpt`` (everything needed to resume), ``best.ckpt`` (best by
-the main indicator), ``e{N}.ckpt`` (kept per ``ckpt_max_keep`` and ``ckpt_save_policy``).
-"""
+MindOCR's names: ``train_resume.ckpt`` (all to resume), ``best.ckpt`` (best main indicator), ``e{N}.ckpt``
+(kept per ``ckpt_max_keep`` and ``ckpt_save_policy``)."""
 
 from __future__ import annotations
 

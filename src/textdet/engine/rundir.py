@@ -1,7 +1,5 @@
-"""Run folders: one run per folder, so ``metrics.jsonl`` and ``e{N}.ckpt`` never mix two runs.
-
-Torch-free: the CLI checks the folder before the seconds spent importing torch.
-"""
+"""Run folders: one run per folder, so ``metrics.jsonl`` and ``e{N}.ckpt`` never mix two runs. Torch-free: the CLI
+checks the folder before the seconds spent importing torch."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The training recipe: build everything from the config, then one visible ``fit()`` loop.
-
-Reads top to bottom like nanoGPT's train.py: features are flags inside one loop (autocast,
-loss scaling, accumulation with ``no_sync``, clipping, EMA), never copied branches.
-"""
+"""The training recipe: build everything from the config, then one visible ``fit()`` loop that reads top to bottom
+like nanoGPT's train.py: features (autocast, loss scaling, ``no_sync`` accumulation, clipping, EMA) are flags."""
 
 from __future__ import annotations
 
