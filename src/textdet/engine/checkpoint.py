@@ -22,9 +22,7 @@ from textdet.models import read_state_dict
 
 def atomic_save(obj: Any, path: str) -> None:
     """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``.
-
-    A failed write (full disk, read-only folder) leaves the previous file as it was and says so.
-    """
+    A failed write (full disk, read-only folder) leaves the previous file as it was and says so."""
     folder, tmp = os.path.dirname(os.path.abspath(path)), None
     try:
         os.makedirs(folder, exist_ok=True)
