@@ -9,8 +9,9 @@ import os
 import sys
 import time
 
-from textdet import DEVICE_HELP
+from textdet import DEVICE_HELP, __version__
 from textdet.data.formats import FORMATS
+from textdet.errors import ConfigError, TextdetError
 from textdet.export import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
 _T_MAIN = time.time()
@@ -154,15 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from textdet import __version__
-
         print(__version__)
         return 0
     if not args.command:
         parser.print_help()
         return 0
-    from textdet.errors import TextdetError
-
     try:
         return COMMANDS[args.command](args) or 0
     except TextdetError as e:
@@ -175,8 +172,6 @@ def main(argv: list[str] | None = None) -> int:
 
 # ------------------------------------------------------------------------------------------------ commands
 def _parse_size(text: str) -> tuple[int, int]:
-    from textdet.errors import ConfigError
-
     try:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
