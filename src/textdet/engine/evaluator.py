@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from textdet.config import Config
 from textdet.device import is_accelerator, pick_device
@@ -20,12 +21,8 @@ from textdet.engine.feed import DeviceInput
 
 
 def progress_bar(show: bool, total: int, desc: str):
-    """A tqdm bar when ``show`` (the CLI decides: a TTY and no --no-progress), else None."""
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+    """A tqdm bar, a no-op one unless ``show`` (the CLI decides: a TTY and no --no-progress)."""
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, disable=not show)
 
 
 def ground_truth(batch: dict) -> tuple[list, list]:
@@ -150,13 +147,11 @@ class Evaluator:
                     pending.result()
                 pending = pool.submit(self._score, host, batch)
                 self.images += len(batch["polys"])
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
                 tick = time.perf_counter()
             if pending is not None:
                 pending.result()
-        if bar is not None:
-            bar.close()
+        bar.close()
         if distributed.info().enabled:  # NCCL reduces device tensors only
             counts = torch.as_tensor(np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device)
             self.metric.set_counts(distributed.all_reduce_sum(counts).cpu().numpy())

@@ -272,13 +272,11 @@ class Trainer:
                     self._save_resume(epoch, i + 1)
             if epoch == self.epoch and i == start:
                 self._first_step_done()
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
             if (i + 1) % cfg.system.log_interval == 0:
                 self._log_window(window, epoch, num_epochs, i + 1, steps)
                 window = EpochStats()
-        if bar is not None:
-            bar.close()
+        bar.close()
         if skipped:
             logger.warning("epoch %d: %d sample(s) could not be used and were replaced (see the warnings above, or "
                            "run `textdet check-data -c CFG`)", epoch + 1, skipped)
