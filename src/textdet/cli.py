@@ -1,8 +1,5 @@
-"""``textdet`` command line: one subcommand per job, errors as one readable paragraph.
-
-Heavy modules (torch, the model zoo) are imported inside each command, so ``textdet --help`` and a
-config typo answer in well under a second.
-"""
+"""``textdet`` command line: one subcommand per job, errors as one readable paragraph. Heavy modules (torch, the
+model zoo) are imported inside each command, so ``textdet --help`` and a config typo answer in under a second."""
 
 from __future__ import annotations
 
@@ -12,8 +9,9 @@ import os
 import sys
 import time
 
-from textdet import DEVICE_HELP
+from textdet import DEVICE_HELP, __version__
 from textdet.data.formats import FORMATS
+from textdet.errors import ConfigError, TextdetError
 from textdet.export import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
 _T_MAIN = time.time()
@@ -157,15 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from textdet import __version__
-
         print(__version__)
         return 0
     if not args.command:
         parser.print_help()
         return 0
-    from textdet.errors import TextdetError
-
     try:
         return COMMANDS[args.command](args) or 0
     except TextdetError as e:
@@ -178,8 +172,6 @@ def main(argv: list[str] | None = None) -> int:
 
 # ------------------------------------------------------------------------------------------------ commands
 def _parse_size(text: str) -> tuple[int, int]:
-    from textdet.errors import ConfigError
-
     try:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
@@ -223,10 +215,8 @@ def load_cfg(args: argparse.Namespace):
 
 
 def preflight(cfg) -> None:
-    """The torch-free checks: data paths, transform pipelines, post-processing and metric sections.
-
-    They run before ``import torch`` (1.5-2 s), so the common mistakes fail in well under 2 s.
-    """
+    """The torch-free checks (data paths, pipelines, post-processing and metric sections), run before
+    ``import torch`` (1.5-2 s) so the common mistakes fail in well under 2 s."""
     from textdet.config.components import MODEL_PART_NAMES, lookup
     from textdet.config.loader import located
     from textdet.data.labels import check_dataset_paths

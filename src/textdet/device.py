@@ -1,8 +1,6 @@
 """Every device-specific decision in one place: which device, its streams, sync, memory, half dtype, backend.
-
-Built on ``torch.accelerator`` so CUDA, Ascend NPU (with ``torch_npu``), XPU and MPS share one code
-path; the rest of textdet asks ``is_accelerator(device)`` and never names a vendor.
-"""
+Built on ``torch.accelerator`` so CUDA, Ascend NPU (``torch_npu``), XPU and MPS share one code path; the rest of
+textdet asks ``is_accelerator(device)`` and never names a vendor."""
 
 from __future__ import annotations
 

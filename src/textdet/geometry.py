@@ -1,8 +1,5 @@
-"""Pure numpy/pyclipper polygon helpers shared by targets, post-processing and metrics.
-
-A polygon is a float array of shape (P, 2) holding (x, y) vertices, P >= 3. Nothing here
-knows about images, tensors or configs, so every function is easy to test by hand.
-"""
+"""Pure numpy/pyclipper polygon helpers shared by targets, post-processing and metrics. A polygon is a float
+(P, 2) array of (x, y) vertices, P >= 3; nothing here knows images, tensors or configs."""
 
 from __future__ import annotations
 
@@ -21,9 +18,7 @@ def polygon_area(poly: np.ndarray) -> float:
 
 def polygon_areas(polys: np.ndarray) -> np.ndarray:
     """Unsigned areas (N,) float64 of N polygons with the same vertex count, (N, P, 2).
-
-    Sums in another order than ``polygon_area``: the two may differ by an ulp near zero area.
-    """
+    Sums in another order than ``polygon_area``: the two may differ by an ulp near zero area."""
     p = np.asarray(polys, dtype=np.float64)
     x, y = p[..., 0], p[..., 1]
     return np.abs((x * np.roll(y, -1, axis=-1)).sum(-1) - (y * np.roll(x, -1, axis=-1)).sum(-1)) / 2.0
@@ -52,12 +47,8 @@ def unclip_distance(poly: np.ndarray, expand_ratio: float) -> float:
 
 
 def offset_polygon(poly: np.ndarray, distance: float) -> list[np.ndarray]:
-    """Offset ``poly`` by ``distance`` pixels with round joins (positive grows, negative shrinks).
-
-    Returns every resulting polygon as a float64 (P, 2) array; an empty list when a shrink
-    makes the polygon vanish. Coordinates are rounded to integers first, as pyclipper (and
-    every DB implementation) works on the integer lattice.
-    """
+    """Offset ``poly`` by ``distance`` pixels, round joins (positive grows); every result as float64 (P, 2), [] when
+    a shrink makes it vanish. Coordinates are rounded first: pyclipper (and every DB) works on integers."""
     offsetter = pyclipper.PyclipperOffset()
     path = np.round(np.asarray(poly, dtype=np.float64).reshape(-1, 2)).astype(np.int64).tolist()
     offsetter.AddPath(path, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
@@ -67,9 +58,7 @@ def offset_polygon(poly: np.ndarray, distance: float) -> list[np.ndarray]:
 
 def box_points(rects: np.ndarray) -> np.ndarray:
     """``cv2.boxPoints`` for many rectangles at once: (N, 5) ``[cx, cy, w, h, angle_deg]`` -> float64 (N, 4, 2).
-
-    The formula of OpenCV's ``RotatedRect::points``, in float64 (cv2 rounds to float32).
-    """
+    The formula of OpenCV's ``RotatedRect::points``, in float64 (cv2 rounds to float32)."""
     cx, cy, w, h, angle = (rects[:, i] for i in range(5))
     rad = np.deg2rad(angle)
     b, a = np.cos(rad) * 0.5, np.sin(rad) * 0.5
@@ -82,9 +71,7 @@ def box_points(rects: np.ndarray) -> np.ndarray:
 
 def order_quads(boxes: np.ndarray) -> np.ndarray:
     """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box (image coordinates).
-
-    The two leftmost points (stable sort by x) are TL, BL (by y, stable), the two rightmost TR, BR.
-    """
+    The two leftmost points (stable sort by x) are TL, BL (by y, stable), the two rightmost TR, BR."""
     rows = np.arange(len(boxes))[:, None]
     by_x = boxes[rows, np.argsort(boxes[..., 0], axis=1, kind="stable")]
     swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp), (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)
@@ -94,9 +81,7 @@ def order_quads(boxes: np.ndarray) -> np.ndarray:
 
 def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tuple[float, ...]:
     """One rectangle's corners TL, TR, BR, BL as 8 floats ``x0, y0, ..., x3, y3``, in pure Python.
-
-    ``box_points`` + ``order_quads`` for one box; cheaper than numpy below a few dozen boxes.
-    """
+    ``box_points`` + ``order_quads`` for one box; cheaper than numpy below a few dozen boxes."""
     rad = math.radians(angle)
     b, a = math.cos(rad) * 0.5, math.sin(rad) * 0.5
     ah, bw, bh, aw = a * h, b * w, b * h, a * w
@@ -111,15 +96,8 @@ def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tupl
 
 
 def map_polys(polys: list[np.ndarray], matrix: np.ndarray) -> list[np.ndarray]:
-    """Apply a 3x3 (or 2x3) affine ``matrix`` to every polygon in one vectorised product.
-
-    Args:
-        polys: list of (P_i, 2) arrays (x, y).
-        matrix: (3, 3) or (2, 3) affine matrix on column vectors (x, y, 1).
-
-    Returns:
-        list of (P_i, 2) float32 arrays.
-    """
+    """Apply a (3, 3) or (2, 3) affine ``matrix`` (on column vectors (x, y, 1)) to every (P_i, 2) polygon in one
+    vectorised product; returns (P_i, 2) float32 arrays."""
     if len(polys) == 0:
         return []
     lengths = [len(p) for p in polys]

@@ -1,10 +1,6 @@
-"""MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms.
-
-O0 is fp32; O1/O2 autocast (fp16 on accelerators, bf16 on CPU) with BN and the DB losses in fp32.
-O3 (MindOCR: the whole network in half precision) runs as O2: half weights without an fp32 master
-copy lose every update below their rounding step (1e-3 relative in fp16, 8e-3 in bf16). Loss scaling
-only means something for fp16, so it is on only there (MindOCR scales the loss even in fp32).
-"""
+"""MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms: O0 fp32; O1/O2 autocast (fp16 on accelerators,
+bf16 on CPU) with BN and the DB losses in fp32; O3 runs as O2; loss scaling only for fp16. Why: docs/DESIGN_NOTES.md
+("engine and cli")."""
 
 from __future__ import annotations
 
@@ -49,12 +45,9 @@ def amp_settings(level: str, device_type: str) -> AmpSettings:
 
 
 class LossScaler:
-    """Static or dynamic loss scaling with MindOCR's parameters (scale, factor, window).
-
-    Dynamic: halve (divide by ``factor``) on overflow and skip the step; multiply by ``factor``
-    after ``window`` clean steps. Static: a fixed scale, overflowed steps skipped. Disabled: a
-    pass-through that still reports non-finite gradients when asked (the trainer always asks).
-    """
+    """MindOCR's loss scaling. Dynamic: divide by ``factor`` on overflow and skip the step, multiply after
+    ``window`` clean steps. Static: fixed scale, overflowed steps skipped. Disabled: a pass-through that
+    still reports non-finite gradients (the trainer always asks)."""
 
     def __init__(self, enabled: bool, dynamic: bool, scale: float = 1.0, factor: float = 2.0, window: int = 2000):
         self.enabled, self.dynamic = enabled, dynamic

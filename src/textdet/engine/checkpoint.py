@@ -1,8 +1,6 @@
 """Checkpoints: one dict per file, written to a temp file and renamed, so a crash never leaves half a file.
-
-Names follow MindOCR: ``train_resume.ckpt`` (everything needed to resume), ``best.ckpt`` (best by
-the main indicator), ``e{N}.ckpt`` (kept per ``ckpt_max_keep`` and ``ckpt_save_policy``).
-"""
+MindOCR's names: ``train_resume.ckpt`` (all to resume), ``best.ckpt`` (best main indicator), ``e{N}.ckpt``
+(kept per ``ckpt_max_keep`` and ``ckpt_save_policy``)."""
 
 from __future__ import annotations
 
@@ -24,9 +22,7 @@ from textdet.models import read_state_dict
 
 def atomic_save(obj: Any, path: str) -> None:
     """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``.
-
-    A failed write (full disk, read-only folder) leaves the previous file as it was and says so.
-    """
+    A failed write (full disk, read-only folder) leaves the previous file as it was and says so."""
     folder, tmp = os.path.dirname(os.path.abspath(path)), None
     try:
         os.makedirs(folder, exist_ok=True)

@@ -1,8 +1,5 @@
-"""torchrun (DDP) set-up and the few collective helpers the engine needs.
-
-One ``is_main()`` instead of ``if rank == 0`` scattered around; every helper is a no-op when the
-process runs alone, so the same code runs with and without torchrun.
-"""
+"""torchrun (DDP) set-up and the few collective helpers the engine needs: one ``is_main()`` instead of scattered
+``if rank == 0``; every helper is a no-op when the process runs alone, so the same code runs with and without."""
 
 from __future__ import annotations
 
@@ -35,11 +32,8 @@ def launched_by_torchrun() -> bool:
 
 
 def init_distributed(distribute: bool, device_type: str) -> DistInfo:
-    """Join the torchrun process group when ``system.distribute`` asks for it.
-
-    The errors say what is wrong in the user's terms: the 2-card MindOCR failure that nobody
-    could explain is exactly what these messages exist to prevent.
-    """
+    """Join the torchrun process group when ``system.distribute`` asks for it; errors speak the user's terms
+    (the unexplained 2-card MindOCR failure is what they exist to prevent)."""
     global _INFO
     under_torchrun = launched_by_torchrun()
     world = int(os.environ.get("WORLD_SIZE", "1"))

@@ -10,12 +10,9 @@ from torch import nn
 
 
 class ModelEMA:
-    """EMA of every parameter and buffer (BN statistics too): ``d = decay * (1 - exp(-updates / 2000))``.
-
-    The ramp keeps the average from clinging to the random initial weights early in training.
-    Evaluation and ``best.ckpt`` use ``ema.module``; the state (weights and update count) goes into
-    ``train_resume.ckpt``, unlike MindOCR, which rebuilds the EMA from scratch on resume.
-    """
+    """EMA of every parameter and buffer (BN statistics too): ``d = decay * (1 - exp(-updates / 2000))``; the ramp
+    keeps it off the random initial weights. Eval and ``best.ckpt`` use ``ema.module``; the state is saved in
+    ``train_resume.ckpt`` (MindOCR rebuilds the EMA on resume)."""
 
     def __init__(self, model: nn.Module, decay: float = 0.9999, ramp: float = 2000.0):
         self.module = copy.deepcopy(model).eval()

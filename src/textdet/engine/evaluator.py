@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from textdet.config import Config
 from textdet.device import is_accelerator, pick_device
@@ -20,21 +21,13 @@ from textdet.engine.feed import DeviceInput
 
 
 def progress_bar(show: bool, total: int, desc: str):
-    """A tqdm bar when ``show`` (the CLI decides: a TTY and no --no-progress), else None."""
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+    """A tqdm bar, a no-op one unless ``show`` (the CLI decides: a TTY and no --no-progress)."""
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, disable=not show)
 
 
 def ground_truth(batch: dict) -> tuple[list, list]:
-    """GT polygons in original-image pixels and their ignore tags, per image of the batch.
-
-    DetResize scales the GT polygons with the image (x * scale_w, y * scale_h); detections are
-    mapped back to the original image through ``shape_list``, so the GT goes back the same way.
-    Rounding to 1e-3 px restores integer ICDAR coordinates exactly before the metric truncates them.
-    """
+    """GT polygons mapped back to original-image pixels through ``shape_list`` (as detections are), and ignore
+    tags, per image. Rounding to 1e-3 px restores integer ICDAR coordinates before the metric truncates them."""
     shapes = batch["shape_list"].numpy() if "shape_list" in batch else None
     polys = []
     for i, ps in enumerate(batch["polys"]):
@@ -95,12 +88,9 @@ def sweep_report(sweep: dict) -> str:
 
 
 class Evaluator:
-    """Runs a model over an eval loader and returns ``metric.compute()`` (recall, precision, f-score).
-
-    With a :class:`ThresholdSweep`, the same probability maps also go through its grid of thresholds.
-    Post-processing and the metric of a batch run in a worker thread while the next batch goes through
-    the model (cv2 and numpy release the GIL); ``parts`` holds the seconds spent in each part.
-    """
+    """Runs a model over an eval loader and returns ``metric.compute()`` (and a :class:`ThresholdSweep`'s grid).
+    Post-processing and the metric run in a worker thread while the next batch goes through the model (cv2 and
+    numpy release the GIL); ``parts`` holds the seconds spent in each part."""
 
     def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False,
                  sweep: ThresholdSweep | None = None):
@@ -157,13 +147,11 @@ class Evaluator:
                     pending.result()
                 pending = pool.submit(self._score, host, batch)
                 self.images += len(batch["polys"])
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
                 tick = time.perf_counter()
             if pending is not None:
                 pending.result()
-        if bar is not None:
-            bar.close()
+        bar.close()
         if distributed.info().enabled:  # NCCL reduces device tensors only
             counts = torch.as_tensor(np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device)
             self.metric.set_counts(distributed.all_reduce_sum(counts).cpu().numpy())

@@ -1,8 +1,5 @@
-"""Feeding the device: batches to the device, uint8 images normalised there, next batch prefetched.
-
-What MindOCR's ``dataset_sink_mode`` buys, always on: on an accelerator a side stream copies (pinned,
-non-blocking) and normalises batch k+1 while batch k computes; on the CPU it is a plain iterator.
-"""
+"""Feeding the device (MindOCR's ``dataset_sink_mode``, always on): on an accelerator a side stream copies (pinned,
+non-blocking) and normalises batch k+1 while batch k computes; on the CPU it is a plain iterator."""
 
 from __future__ import annotations
 
@@ -16,11 +13,8 @@ from textdet import device
 
 
 class DeviceInput:
-    """Moves a collated batch to ``device``; turns uint8 NHWC images into normalised float NCHW.
-
-    A uint8 NHWC batch permuted to NCHW is already channels_last in memory, which convolutions on
-    accelerators prefer; float NCHW images (a pipeline that normalised in workers) are passed through.
-    """
+    """Moves a collated batch to ``device``; uint8 NHWC images become normalised float NCHW (channels_last in
+    memory, as accelerator convolutions prefer); float NCHW images (normalised in workers) pass through."""
 
     def __init__(self, device: torch.device, normalize: dict | None = None, channels_last: bool = False,
                  image_key: str = "image"):
@@ -57,11 +51,8 @@ class DeviceInput:
 
 
 class Prefetcher:
-    """Iterates ``loader`` yielding device batches, measuring the seconds blocked on the loader.
-
-    ``wait`` after each ``next()`` holds the time the training loop spent waiting for data (the
-    figure behind the data-wait share in the logs).
-    """
+    """Iterates ``loader`` yielding device batches; ``wait`` after each ``next()`` holds the seconds the loop
+    was blocked on data (the data-wait share in the logs)."""
 
     def __init__(self, loader: Iterable, feed: DeviceInput):
         self.loader, self.feed = loader, feed

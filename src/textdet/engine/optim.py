@@ -10,11 +10,8 @@ from textdet.config.components import lookup
 
 def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
                  no_weight_decay_params: list[str] = ()) -> list[dict]:
-    """Split trainable parameters into decayed and non-decayed groups.
-
-    With ``filter_bias_and_bn`` (MindOCR: names containing beta/gamma/bias) biases and norm weights,
-    i.e. every 1-D parameter, get no weight decay; names listed in ``no_weight_decay_params`` neither.
-    """
+    """Split trainable parameters into decayed and non-decayed groups: with ``filter_bias_and_bn`` (MindOCR:
+    beta/gamma/bias names) every 1-D parameter gets no weight decay; nor do ``no_weight_decay_params``."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:

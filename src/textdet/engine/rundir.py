@@ -1,7 +1,5 @@
-"""Run folders: one run per folder, so ``metrics.jsonl`` and ``e{N}.ckpt`` never mix two runs.
-
-Torch-free: the CLI checks the folder before the seconds spent importing torch.
-"""
+"""Run folders: one run per folder, so ``metrics.jsonl`` and ``e{N}.ckpt`` never mix two runs. Torch-free: the CLI
+checks the folder before the seconds spent importing torch."""
 
 from __future__ import annotations
 
@@ -19,9 +17,7 @@ _TRACES = ("train.log", "startup.json", "train_config.yaml", "tensorboard")
 
 def prepare_run_dir(run_dir: str, resuming: bool, overwrite: bool = False) -> None:
     """Refuse a fresh run into a folder holding another run's results (or clear them with ``overwrite``).
-
-    A resumed run keeps everything; a fresh run starts its own logs.
-    """
+    A resumed run keeps everything; a fresh run starts its own logs."""
     if not os.path.isdir(run_dir):
         return
     for f in os.listdir(run_dir):  # a write cut by a kill

@@ -1,9 +1,6 @@
-"""Learning-rate schedules with MindOCR's names and parameters, as a pure function of the step.
-
-The LR is computed from the global optimizer step every time, so resuming restores the position
-exactly: the step is saved in the checkpoint, nothing else is (PaddleOCR #18108 and MMOCR #292
-lost the position because their schedulers kept hidden state).
-"""
+"""Learning-rate schedules with MindOCR's names and parameters, as a pure function of the optimizer step,
+so resuming restores the position exactly: only the step is saved (PaddleOCR #18108 and MMOCR #292 lost the
+position because their schedulers kept hidden state)."""
 
 from __future__ import annotations
 
@@ -59,14 +56,8 @@ SCHEDULES = {
 
 class LRSchedule:
     """``schedule(step) -> lr`` for optimizer steps 0, 1, ...; linear warm-up then the named decay.
-
-    Args:
-        scheduler: a name in ``SCHEDULES``.
-        lr: peak learning rate.
-        steps_per_epoch: optimizer steps per epoch (micro-batches / accumulation).
-        num_epochs, warmup_epochs, warmup_factor, min_lr, decay_epochs, decay_rate, milestones,
-        num_cycles, cycle_decay, lr_epoch_stair: MindOCR's scheduler keys.
-    """
+    ``scheduler``: a name in ``SCHEDULES``; ``lr``: the peak; ``steps_per_epoch``: optimizer steps
+    (micro-batches / accumulation); the other arguments are MindOCR's scheduler keys."""
 
     def __init__(self, scheduler: str, lr: float, steps_per_epoch: int, num_epochs: int, warmup_epochs: float = 0,
                  warmup_factor: float = 0.0, min_lr: float = 1e-6, decay_epochs: float = 10, decay_rate: float = 0.9,

@@ -1,8 +1,5 @@
-"""Start-up breakdown: seconds per stage from process start to the first finished step.
-
-The user waited over an hour for a graph compile and nothing told them where the time went;
-this table (printed and written to ``startup.json``) makes every start-up second visible.
-"""
+"""Start-up breakdown: seconds per stage from process start to the first finished step, printed and written to
+``startup.json`` (a user once waited an hour for a graph compile with nothing saying where the time went)."""
 
 from __future__ import annotations
 
@@ -68,10 +65,7 @@ class StartupTimer:
 
 def enable_compile_cache() -> str:
     """Persist torch.compile's artefacts under ``$TEXTDET_HOME/compile_cache`` so only the first run compiles cold.
-
-    A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's own per-user /tmp default does not
-    (it is wiped with /tmp). Returns the folder used.
-    """
+    A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's /tmp default does not. Returns the folder used."""
     import getpass
     import tempfile
 

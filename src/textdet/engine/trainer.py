@@ -1,8 +1,5 @@
-"""The training recipe: build everything from the config, then one visible ``fit()`` loop.
-
-Reads top to bottom like nanoGPT's train.py: features are flags inside one loop (autocast,
-loss scaling, accumulation with ``no_sync``, clipping, EMA), never copied branches.
-"""
+"""The training recipe: build everything from the config, then one visible ``fit()`` loop that reads top to bottom
+like nanoGPT's train.py: features (autocast, loss scaling, ``no_sync`` accumulation, clipping, EMA) are flags."""
 
 from __future__ import annotations
 
@@ -54,15 +51,9 @@ class TrainingDiverged(TextdetError):
 
 class Trainer:
     """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
-
-    Args:
-        cfg: the resolved config.
-        device: ``--device`` (None: CUDA when available, else CPU).
-        compile: "auto" (compile when system.mode is 0 on CUDA), "on" or "off".
-        progress: show tqdm bars (None: when stdout is a TTY).
-        startup: the timer started at process launch (the CLI passes it in).
-        overwrite: a fresh run may replace another run's files in ``train.ckpt_save_dir``.
-    """
+    ``device``: None picks CUDA when available; ``compile``: "auto" (system.mode 0 on CUDA), "on", "off";
+    ``progress``: tqdm bars (None: when stdout is a TTY); ``startup``: the CLI's launch timer;
+    ``overwrite``: a fresh run may replace another run's files in ``train.ckpt_save_dir``."""
 
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
                  startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False):
@@ -281,13 +272,11 @@ class Trainer:
                     self._save_resume(epoch, i + 1)
             if epoch == self.epoch and i == start:
                 self._first_step_done()
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
             if (i + 1) % cfg.system.log_interval == 0:
                 self._log_window(window, epoch, num_epochs, i + 1, steps)
                 window = EpochStats()
-        if bar is not None:
-            bar.close()
+        bar.close()
         if skipped:
             logger.warning("epoch %d: %d sample(s) could not be used and were replaced (see the warnings above, or "
                            "run `textdet check-data -c CFG`)", epoch + 1, skipped)
