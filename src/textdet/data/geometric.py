@@ -1,20 +1,9 @@
-"""MindOCR's geometric training transforms and their affine machinery, on one sample dict.
+"""MindOCR's geometric training transforms (flip, rotate, scale, crop, validate) and their affine machinery;
+each is ``t(sample: dict, rng: np.random.Generator) -> dict`` as in ``decode.py``.
 
-Holds RandomHorizontalFlip, RandomRotate, RandomScale, RandomCropWithBBox, ValidatePolygons and
-the helpers they use (``AffineStep``, ``apply_step_to_polys``, the resize matrix, ``occupied``,
-``clip_polygon_to_box``). Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict``,
-as in ``decode.py``; argument checks come from ``textdet.checks``, ``map_polys`` from ``textdet.geometry``.
-
-Coordinates. Polygons are (P, 2) float32 (x, y) arrays in *pixel-centre* coordinates: pixel
-(row i, column j) has its centre at x = j, y = i. This is what cv2.fillPoly, cv2.warpAffine and
-cv2.resize assume, so each geometric transform below is one affine map applied identically to the
-pixels and to the polygons: a polygon rendered before a transform covers the same pixels as the
-transformed polygon rendered after it. (MindOCR scales polygons by ``x * s`` while cv2.resize maps
-``x -> (x + 0.5) * s - 0.5``; the difference, (s - 1) / 2 px, is about one pixel at s = 3.)
-
-The four geometric training transforms (flip, rotate, scale, crop) also expose ``plan(size, polys,
-ignore_tags, rng) -> AffineStep | None``, which draws the random parameters and returns the affine
-map without touching pixels. ``pipeline.FusedGeometry`` chains those plans and warps the image once.
+Polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (pixel (i, j) centred at x = j, y = i), so each
+transform is one affine map applied alike to pixels and polygons; ``plan()`` returns it for ``pipeline.FusedGeometry``
+(details and the MindOCR difference: docs/DESIGN_NOTES.md).
 """
 
 from __future__ import annotations
@@ -59,11 +48,7 @@ def apply_step_to_polys(polys: list[np.ndarray], step: AffineStep) -> list[np.nd
 
 
 def _scale_matrix(sx: float, sy: float, x0: float = 0.0, y0: float = 0.0) -> np.ndarray:
-    """Pixel-centre map of ``cv2.resize`` applied to the region starting at (x0, y0).
-
-    cv2.resize sends output pixel centre u to input (u + 0.5) / s - 0.5, so input x goes to
-    (x - x0 + 0.5) * s - 0.5.
-    """
+    """Pixel-centre map of ``cv2.resize`` of the region starting at (x0, y0): x -> (x - x0 + 0.5) * s - 0.5."""
     return np.array([[sx, 0.0, (0.5 - x0) * sx - 0.5], [0.0, sy, (0.5 - y0) * sy - 0.5], [0, 0, 1.0]])
 
 
@@ -201,13 +186,7 @@ def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
 
     A difference array makes this O(n + K) with no Python loop. Intervals are clipped to the
     image, so a polygon entirely outside it marks nothing (MindOCR would mark index 0).
-
-    Args:
-        lo, hi: (K,) interval ends in pixel units.
-        n: length of the axis.
-
-    Returns:
-        (n,) bool array.
+    ``lo``, ``hi``: (K,) interval ends in pixels; returns an (n,) bool array.
     """
     a = np.clip(np.round(lo), 0, n).astype(np.int64)
     b = np.clip(np.round(hi) + 1, 0, n).astype(np.int64)
@@ -307,16 +286,8 @@ def _clip_half_plane(pts: np.ndarray, axis: int, bound: float, keep_below: bool)
 
 
 def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
-    """Clip a polygon to the box [0, w] x [0, h] (Sutherland-Hodgman, vectorised per side).
-
-    Args:
-        poly: (P, 2) polygon.
-        w, h: box size.
-
-    Returns:
-        (Q, 2) float64 clipped polygon with consecutive duplicates removed; Q = 0 when the polygon
-        lies outside the box.
-    """
+    """Clip a (P, 2) polygon to [0, w] x [0, h] (Sutherland-Hodgman, vectorised per side) -> (Q, 2) float64,
+    consecutive duplicates removed; Q = 0 when it lies outside the box."""
     pts = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
     for axis, bound, below in ((0, 0.0, False), (0, float(w), True), (1, 0.0, False), (1, float(h), True)):
         pts = _clip_half_plane(pts, axis, bound, below)

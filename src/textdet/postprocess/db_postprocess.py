@@ -1,34 +1,7 @@
 """DBNet post-processing: probability map -> scored text boxes or polygons, in original-image pixels.
 
-Follows MindOCR's ``DBPostprocess`` (which follows PaddleOCR) step by step, in numpy/cv2 only:
-
-1. ``bitmap = P >= binary_thresh`` (MindOCR's ``>=``; PaddleOCR uses ``>``, the two differ only on
-   pixels exactly at the threshold), thresholded once per image into a reused uint8 buffer, or taken
-   as given (``pred["bitmap"]``, thresholded on the device); optionally dilated with a 2x2 kernel
-   (PaddleOCR's ``use_dilation``).
-2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)``, the first ``max_candidates`` contours.
-3. quad: ``minAreaRect`` of the contour, skip when its short side < 3; poly: ``approxPolyDP`` with
-   epsilon ``0.005 * arcLength``, skip when fewer than 4 points.
-4. score (``score_mode``), skip when < ``box_thresh``:
-
-   - ``"bitmap"`` (default, MindOCR's ``_calc_score``): the mean of P over the *foreground bitmap
-     pixels* inside the contour's axis-aligned bounding box, ``cv2.mean(P[bbox], mask=bitmap[bbox])``.
-     This is the score MindOCR configs calibrate ``box_thresh`` for. The blurred border of a word is
-     below ``binary_thresh`` and does not count, so thin words keep a high score. Foreground pixels of
-     a neighbouring blob inside the bbox do count (with their own, usually similar, probability).
-   - ``"fast"`` (PaddleOCR's ``box_score_fast``): the mean of P over the min-area box (quad) or the
-     approximated polygon (poly), rasterised; the blurred border counts, so thin words score lower.
-   - ``"slow"`` (PaddleOCR's ``box_score_slow``): the mean of P over the contour polygon, rasterised.
-
-5. unclip by ``D = area * expand_ratio / perimeter``. quad: MindOCR's pyclipper route on its integer
-   lattice, computed directly (:func:`unclip_quad`: the same corners as MindOCR's on 99.5% of benchmark
-   boxes, all but a few within 1 px); poly: pyclipper, round joins, a result that splits into several
-   polygons is skipped. Skip when the short side of the result's ``minAreaRect`` is < 5.
-6. rescale with ``shape_list = [src_h, src_w, scale_h, scale_w]``: ``x / scale_w``, ``y / scale_h``,
-   rounded only after the rescale, clipped to ``[0, src_w - 1] x [0, src_h - 1]``. Without a
-   ``shape_list`` the points stay unrounded in map pixels, clipped to the map.
-
-Quad corners come out as TL, TR, BR, BL (``geometry.order_quads``).
+Follows MindOCR's ``DBPostprocess`` (PaddleOCR's) step by step in numpy/cv2: threshold, contours, box/polygon,
+score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Quads come out TL, TR, BR, BL.
 """
 
 from __future__ import annotations
@@ -102,13 +75,8 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
 def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
     """MindOCR's quad unclip of ``minAreaRect`` results -> the unclipped ``minAreaRect`` results.
 
-    MindOCR offsets the ``cv2.boxPoints`` corners with pyclipper by ``D = w h r / (2 (w + h))`` (round
-    joins) and takes ``minAreaRect`` of the output. pyclipper truncates the corners to integers and rounds
-    its output vertices (half away from zero). The vertices that bound the result are each truncated corner
-    moved by D along its two edges' outward normals (the arcs between them lie inside), so ``minAreaRect``
-    of those 8 rounded points is MindOCR's box (on the benchmark maps 99.5% of corners identical, 99.6%
-    within 1 px) at a fraction of pyclipper + shapely's cost. The exact offset is the rectangle grown by D
-    on each side; the integer lattice moves MindOCR's by up to 2 px, and textdet follows MindOCR's boxes.
+    Computed directly from the truncated corners pyclipper would offset (docs/DESIGN_NOTES.md), at a fraction of
+    pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's.
     """
     quads = np.array([cv2.boxPoints(rect) for rect in rects], dtype=np.int32).astype(np.float64)  # (N, 4, 2)
     w, h = np.array([rect[1] for rect in rects]).T
@@ -146,7 +114,7 @@ class DBPostprocess:
         score_mode: "bitmap" (default, MindOCR's score: mean of P over the foreground bitmap pixels in the
             contour's bounding box; what MindOCR configs' ``box_thresh`` is calibrated for), "fast"
             (PaddleOCR's: mean of P inside the min-area box / approximated polygon) or "slow" (PaddleOCR's:
-            mean of P inside the contour). See the module docstring.
+            mean of P inside the contour). See docs/DESIGN_NOTES.md.
         use_dilation: dilate the bitmap with a 2x2 kernel before finding contours ("bitmap" scores still
             use the undilated foreground ``P >= binary_thresh``).
         pred_name: which map of a model output dict to use.
@@ -191,19 +159,9 @@ class DBPostprocess:
         )
 
     def __call__(self, pred: Any, shape_list: Any = None) -> list[dict[str, list]]:
-        """Post-process a batch.
-
-        Args:
-            pred: model output dict (uses ``pred_name``), or a tensor / array (N,1,H,W) or (N,H,W) of
-                probabilities (float32 avoids a conversion). A dict may also hold ``"bitmap"``: the
-                thresholded map ``P >= binary_thresh`` already computed (e.g. on the GPU), bool or uint8
-                (nonzero = text), (N,1,H,W) or (N,H,W), tensor or array; step 1's threshold is then skipped
-                (the probabilities are still needed, for the scores).
-            shape_list: (N, 4) ``[src_h, src_w, scale_h, scale_w]`` per image, or None to keep map pixels.
-
-        Returns:
-            One dict per image: ``{"polys": list of float32 (P, 2) arrays, "scores": list of float}``.
-        """
+        """``pred``: output dict (``pred_name``; optional ``"bitmap"``, the precomputed ``P >= binary_thresh``, bool or
+        uint8) or a tensor/array (N,1,H,W)/(N,H,W); ``shape_list``: (N, 4) ``[src_h, src_w, scale_h, scale_w]`` or
+        None (map pixels). Returns per image ``{"polys": list of float32 (P, 2), "scores": list of float}``."""
         maps = _to_numpy_maps(pred, self.pred_name)
         bitmaps = None
         if isinstance(pred, Mapping) and pred.get("bitmap") is not None:
