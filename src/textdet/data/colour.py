@@ -66,9 +66,8 @@ class RandomColorAdjust:
     A number v gives factors ~ U[max(0, 1 - v), 1 + v]; a pair gives U[min, max]; hue is a shift in
     [-0.5, 0.5] of a full turn. Defaults are MindOCR's (brightness 32/255, saturation 0.5, contrast
     and hue off). Ops run in a fixed order (brightness, contrast, saturation, hue) on uint8 with
-    lookup tables and cv2, so it is cheap. The image is assumed RGB (MindOCR's DBNet configs use
-    ``img_mode: RGB``); on BGR only the gray weights of saturation/contrast and the hue direction
-    differ slightly.
+    lookup tables and cv2. The image is assumed RGB (MindOCR's DBNet configs); on BGR the gray weights
+    and the hue direction differ slightly.
     """
 
     def __init__(self, brightness: float | tuple = 32.0 / 255, contrast: float | tuple = (1.0, 1.0),
@@ -92,14 +91,8 @@ class RandomColorAdjust:
               out: np.ndarray | None = None) -> np.ndarray:
         """Return a colour-adjusted uint8 (H, W, 3) image for drawn ``factors``.
 
-        ``out``: an array of the image's shape and dtype to write the result into (it may be
-        ``image`` itself, for in-place); by default a new array (``image`` is never modified then).
-
-        Brightness (and contrast) are exact lookup tables; saturation is one ``cv2.transform`` with a
-        3x3 colour matrix instead of gray + GRAY2RGB + addWeighted. That skips the rounding of the
-        gray image to uint8, so for factors s in [0, 2] a pixel differs from the three-op reference
-        by at most 1 level (|1 - s| * 0.5 before rounding); other s, and any hue shift, keep the
-        reference ops (gray, GRAY2RGB, addWeighted).
+        ``out``: an array of the image's shape and dtype to write into (may be ``image``, in place); by default a new
+        array. Saturation in [0, 2] is one ``cv2.transform``, within 1 level of the reference (docs/DESIGN_NOTES.md).
         """
         require_uint8_hwc(image, "RandomColorAdjust")
         if out is not None and (out.shape != image.shape or out.dtype != np.uint8):

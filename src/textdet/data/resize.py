@@ -101,11 +101,7 @@ class DetResize:
     none without keep_ratio resizes straight to the target. Sizes are ceil'd to ``divisor`` when
     ``force_divisable`` (unless padded); ``rounding: nearest`` truncates and rounds to the nearest
     multiple instead, as PaddleOCR's DetResizeForTest. Scales are resized / source size, un-padded.
-
-    Differences from MindOCR: fix of the bug that multiplied both ``shape_list`` scales by scale_h
-    when a ``shape_list`` already existed; polygons (if present) are always rescaled by
-    (scale_w, scale_h) (x * s, so dividing by ``shape_list`` scales maps back) -- MindOCR only
-    does this in training; padding keeps the image dtype (MindOCR forces uint8).
+    Polygons are always rescaled; differences from MindOCR: docs/DESIGN_NOTES.md.
     """
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
