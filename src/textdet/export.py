@@ -1,9 +1,7 @@
 """ONNX: export a DBNet, run ONNX models with ONNX Runtime, evaluate an ONNX file like a checkpoint.
 
-The exported graph is the eval-mode model reduced to its probability map: input ``x`` float32
-(N, 3, H, W), normalised as the config's pipeline does, output ``binary`` (N, 1, H, W), with batch,
-height and width dynamic (H and W multiples of 32). That is also the interface of PP-OCR's det
-exports, so ``OnnxModel`` runs either kind.
+The graph is the eval-mode model's probability map: input ``x`` float32 (N, 3, H, W) normalised as the config's
+pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 32): PP-OCR's det interface too.
 """
 
 from __future__ import annotations
@@ -42,9 +40,7 @@ class OnnxModel:
         path: the .onnx file: one image input of rank 4 (3 channels), one (N, 1, H, W) or (N, H, W)
             output (``binary`` if present, else the first).
         device: "cpu", "cuda[:N]", "npu[:N]", or None for the first accelerator provider this onnxruntime has.
-
-    Raises:
-        TextdetError: missing file, onnxruntime not installed, unreadable model, unexpected inputs/outputs.
+    TextdetError: missing file, no onnxruntime, unreadable model, unexpected inputs/outputs.
     """
 
     training = False

@@ -1,8 +1,7 @@
 """Inference: the ``Detector`` Python API and the ``textdet predict`` command.
 
-A Detector is three parts: preprocessing (the config's DetResize and NormalizeImage), a model that
-maps a float32 batch (N, 3, H, W) to probabilities (N, 1, H, W) -- a PyTorch DBNet or an ONNX file --
-and DBPostprocess, which maps the boxes back to original-image pixels through ``shape_list``::
+A Detector is preprocessing (DetResize, NormalizeImage), a model (float32 (N, 3, H, W) -> P (N, 1, H, W); PyTorch
+DBNet or ONNX) and DBPostprocess, which maps boxes back to original-image pixels through ``shape_list``::
 
     det = Detector.from_config(load_config("db_r50.yaml"), "runs/best.ckpt")
     det = Detector.from_onnx("ppocr_det.onnx")                    # any DB-style ONNX model
@@ -198,9 +197,8 @@ class Detector:
                   img_mode: str | None = None, device: str | None = None, batch_size: int = 8) -> Detector:
         """An ONNX model: our export, or an external DB-style one (input ``x`` (N, 3, H, W), output P).
 
-        Preprocessing and post-processing come from ``cfg`` when given (as ``from_config``), else
-        MindOCR's inference defaults (a model with a fixed input size is resized straight to it);
-        ``postprocess``/``resize``/``normalize`` override either, as objects or keyword dicts.
+        Pre/post-processing from ``cfg`` (as ``from_config``), else MindOCR's inference defaults (a fixed-size model
+        is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override.
         """
         from textdet.data.decode import DecodeImage
         from textdet.data.resize import DetResize, NormalizeImage
@@ -230,10 +228,7 @@ class Detector:
         return cls(onnx.run, pre, postprocess, batch_size)
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
-        """One path/array -> one result dict; a list -> a list of them (same order).
-
-        Each result is ``{"polys": [np.ndarray (P, 2) float32], "scores": [float]}``.
-        """
+        """One path/array -> one ``{"polys": [(P, 2) float32], "scores": [float]}``; a list -> a list of them."""
         import numpy as np
 
         if isinstance(images, (str, os.PathLike, np.ndarray)):

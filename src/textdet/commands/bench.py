@@ -1,9 +1,7 @@
 """``textdet bench {data,model,train,postprocess,eval}``: time one part alone, with the config's settings.
 
-Every part builds its objects through ``textdet.engine.build`` (and the real ``Trainer`` /
-``Evaluator``), so the figures are those of a real run with the same config. Warm-up iterations
-(worker start-up, first-call allocations) are never timed. ``--json`` prints one object on stdout;
-engine logs go to stderr meanwhile, so stdout stays machine-readable.
+Objects come from ``textdet.engine.build`` (and the real ``Trainer``/``Evaluator``), so figures are a real run's;
+warm-up is never timed. ``--json`` prints one object on stdout (engine logs go to stderr).
 """
 
 from __future__ import annotations
