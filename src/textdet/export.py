@@ -137,13 +137,9 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
 
 
 # ----------------------------------------------------------------------------- export
-def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640,
-                opset: int = DEFAULT_OPSET) -> str:
-    """Trace ``model`` in eval mode on a (1, 3, height, width) input and write ``path`` (atomically).
-
-    Batch, height and width are dynamic axes; ``height``/``width`` only set the traced example. The
-    eval-mode DBNet returns ``{"binary": P}``, which the exporter flattens to the one output ``binary``.
-    """
+def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640, opset: int = DEFAULT_OPSET) -> str:
+    """Trace ``model`` in eval mode on a (1, 3, height, width) example and write ``path`` atomically; batch, H, W are
+    dynamic and the eval output ``{"binary": P}`` becomes the one output ``binary``."""
     import torch
 
     from textdet.models.dbnet import INPUT_DIVISOR

@@ -61,11 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------ data
 def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
-    """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader.
-
-    With the decoded-image cache on (``train.dataset.cache_images``), the first pass decodes from disk
-    (``samples_per_s_first_epoch``) and fills the cache; ``samples_per_s`` and the loader figure are
-    then the steady state of every later epoch. Without it, both one-process keys hold the same pass.
+    """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader. With
+    ``cache_images`` the first pass (``samples_per_s_first_epoch``) fills the cache and the rest is the steady state.
     """
     device = _device(args.device)
     build.validate(cfg, ("train",))
@@ -137,11 +134,8 @@ def fill_image_cache(dataset) -> bool:
 
 
 def _loader_rate(loader, n: int, skip: int, column: str) -> float:
-    """Samples/s of ``loader`` over ``n`` samples, after ``skip`` batches (one per worker: their start-up).
-
-    Skipping one batch per worker matters: the workers start together, so their first batches arrive
-    at once and would count as free samples.
-    """
+    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (one per worker: workers start together,
+    so their first batches arrive at once and would count as free samples)."""
     batches = _endless(loader)
     for _ in range(skip):
         next(batches)

@@ -43,12 +43,8 @@ _GRAY_RGB = np.array([4899, 9617, 1868], dtype=np.float64) / 16384.0
 
 
 def _scale_u8(image: np.ndarray, factor: float, out: np.ndarray | None) -> np.ndarray:
-    """``clip(round(image * factor))`` on uint8, bit-identical to the lookup table ``_lut(ramp * factor)``.
-
-    ``cv2.convertScaleAbs`` does it in one SIMD pass, several times faster than ``cv2.LUT`` on 3
-    channels; it computes in float32, so it is first checked on all 256 levels against the exact
-    table and ``cv2.LUT`` is used on the rare factor where a float32 tie rounds the other way.
-    """
+    """``clip(round(image * factor))`` on uint8 via ``cv2.convertScaleAbs`` (one SIMD pass), checked on all 256 levels
+    against the exact ``_lut`` table; ``cv2.LUT`` on the rare factor where a float32 tie rounds the other way."""
     table = _lut(_RAMP * factor)
     if np.array_equal(cv2.convertScaleAbs(_RAMP_U8, alpha=factor)[0, :, 0], table):
         return cv2.convertScaleAbs(image, dst=out, alpha=factor)

@@ -60,10 +60,8 @@ def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None) -> np.ndarray:
-    """``(prob >= thresh)`` as a uint8 (H, W) 0/1 bitmap, written into ``out`` (or a reused per-thread buffer).
-
-    The buffer is overwritten by the next call in the same thread: use the result before that.
-    """
+    """``(prob >= thresh)`` as a uint8 (H, W) 0/1 bitmap in ``out`` (or a per-thread buffer that the thread's next
+    call overwrites)."""
     if out is None:
         out = getattr(_BUFFERS, "bitmap", None)
         if out is None or out.shape != prob.shape:
@@ -192,10 +190,8 @@ class DBPostprocess:
         return results
 
     def extract(self, prob: np.ndarray, bitmap: np.ndarray | None = None) -> tuple[list[np.ndarray], list[float]]:
-        """Candidates of one (H, W) float32 probability map, in (unrounded, unclipped) map pixels.
-
-        ``bitmap``: the (H, W) uint8 foreground ``P >= binary_thresh`` when already computed.
-        """
+        """Candidates of one (H, W) float32 map in (unrounded, unclipped) map pixels; ``bitmap``: precomputed uint8
+        ``P >= binary_thresh`` or None."""
         if self.box_type == "quad":
             rects, scores = self._quad_rects(prob, bitmap)
             boxes = order_quads(box_points(np.array(rects, dtype=np.float64).reshape(-1, 5)))
@@ -280,10 +276,8 @@ class DBPostprocess:
 
 def _rescale(polys: np.ndarray, map_hw: tuple[int, int], shape: Sequence[float] | None,
              copy: bool = True) -> np.ndarray:
-    """(K, P, 2) map pixels -> float32 original-image pixels (rounded after the division), clipped to the image.
-
-    ``copy=False``: ``polys`` (float64) may be overwritten.
-    """
+    """(K, P, 2) map pixels -> float32 image pixels (rounded after the division), clipped; ``copy=False``: a float64
+    ``polys`` may be overwritten."""
     polys = np.array(polys, dtype=np.float64, copy=copy)  # worked on in place
     if shape is None:
         h, w = map_hw
@@ -298,11 +292,8 @@ def _rescale(polys: np.ndarray, map_hw: tuple[int, int], shape: Sequence[float] 
 
 
 def _finish_quads(rects: list[tuple], map_hw: tuple[int, int], shape: Sequence[float] | None) -> list[np.ndarray]:
-    """Unclipped rectangles -> corners TL, TR, BR, BL, rescaled and clipped: a list of float32 (4, 2) arrays.
-
-    The corners in pure Python per box below ``_VECTORISE_FROM`` boxes (a numpy call costs about as much
-    as a box), with numpy above; the rescale with numpy, over all boxes at once.
-    """
+    """Unclipped rectangles -> float32 (4, 2) corners TL, TR, BR, BL, rescaled and clipped. Pure Python per box below
+    ``_VECTORISE_FROM`` boxes (a numpy call costs about a box), numpy above."""
     if not rects:
         return []
     if len(rects) >= _VECTORISE_FROM:
