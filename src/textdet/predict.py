@@ -73,12 +73,8 @@ def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
 
 
 def preprocess_from_config(cfg: Config | None) -> Preprocess:
-    """DecodeImage mode, DetResize and NormalizeImage of the config, with MindOCR's inference defaults.
-
-    Source, first found: ``predict.dataset.transform_pipeline``, ``eval.dataset.transform_pipeline``
-    (label transforms are built but unused), else DetResize(limit_type max, 960, divisor 32) and
-    ImageNet normalisation of RGB. A pipeline without DetResize or NormalizeImage gets those defaults.
-    """
+    """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s) ``transform_pipeline``; what
+    is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32; ImageNet normalisation of RGB)."""
     from textdet.data.decode import DecodeImage
     from textdet.data.pipeline import build_transforms
     from textdet.data.resize import DetResize, NormalizeImage

@@ -200,13 +200,10 @@ def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
 class RandomCropWithBBox:
     """MindOCR's text-preserving random crop, then keep-ratio resize and zero-pad to ``crop_size``.
 
-    With probability ``p``: crop edges are drawn among rows/columns that no non-ignored polygon's
-    (rounded) extent covers, so a crop never cuts such a polygon; a crop is accepted when both
-    sides are >= ceil(side * min_crop_ratio) and at least one non-ignored polygon's bbox overlaps
-    it, trying ``max_tries`` times; else (and when 1 - p) the whole image is used. The region is
-    then scaled by min(crop_size / region_size) (rounded output size, exact per-axis factors),
-    padded with zeros at the bottom/right to exactly ``crop_size`` and ``actual_size`` (h, w) is
-    the un-padded area. The occupancy marking is vectorised (MindOCR loops in Python).
+    With probability ``p``, crop edges are drawn among rows/columns no non-ignored polygon covers; a crop needs both
+    sides >= ceil(side * min_crop_ratio) and one such polygon's bbox inside, within ``max_tries``, else the whole
+    image is used. The region is scaled by min(crop_size / region_size), zero-padded bottom/right to ``crop_size``;
+    ``actual_size`` (h, w) is the un-padded area. Occupancy marking is vectorised (MindOCR loops in Python).
     """
 
     def __init__(self, max_tries: int = 10, min_crop_ratio: float = 0.1, crop_size: tuple[int, int] = (640, 640),
@@ -299,14 +296,10 @@ def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
 class ValidatePolygons:
     """Drop polygons outside the visible area and mark barely visible ones as ignored (MindOCR).
 
-    The visible area is the (h, w) of ``actual_size`` (the un-padded crop) or of the image, i.e.
-    [-0.5, w - 0.5] x [-0.5, h - 0.5] in pixel-centre coordinates (MindOCR's box(0, 0, w, h) is
-    the same area in its pixel-corner view; see the module docstring). A polygon not intersecting
-    it is dropped with its text and tag; one whose visible area is < ``min_area`` becomes ignored.
-    With ``clip_to_visible_area`` the polygon is replaced by its visible part and ignored when that
-    has fewer than ``min_vertices`` vertices. Polygons whose bbox lies inside the area skip
-    clipping (the common case after a text-preserving crop), and the clip is a vectorised
-    Sutherland-Hodgman instead of one shapely intersection per polygon.
+    Visible area: ``actual_size`` (the un-padded crop) or the image, [-0.5, w - 0.5] x [-0.5, h - 0.5] (MindOCR's
+    box(0, 0, w, h) in pixel-corner terms). A polygon outside it is dropped with its text and tag; one whose visible
+    area is < ``min_area`` becomes ignored. ``clip_to_visible_area`` keeps the visible part (ignored below
+    ``min_vertices``); polygons inside skip the clip, a vectorised Sutherland-Hodgman (no shapely).
     """
 
     def __init__(self, min_area: float = 1.0, clip_to_visible_area: bool = False, min_vertices: int = 4) -> None:

@@ -113,11 +113,8 @@ class FusedGeometry:
 
 
 def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
-    """Replace each run of >= 2 consecutive fusable transforms by one FusedGeometry.
-
-    A run ends after a RandomCropWithBBox (its zero padding is not an affine map). A pixel-wise
-    RandomColorAdjust right before a run moves into it, to run after the warp on the crop.
-    """
+    """Replace each run of >= 2 consecutive fusable transforms by one FusedGeometry; a run ends after a crop (padding
+    is not affine) and a pixel-wise RandomColorAdjust right before a run moves into it (after the warp)."""
     out: list[Transform] = []
     i = 0
     while i < len(transforms):
@@ -182,9 +179,8 @@ def fuse_normalize(transforms: list[Transform]) -> list[Transform]:
 class Compose:
     """Run transforms in order on one sample.
 
-    Set ``Compose.timing = True`` (class-wide, or on one instance) to record, per transform, the
-    total seconds and call count in ``stats`` ({name: {"seconds": float, "count": int}}), which is
-    what ``textdet bench data`` prints. Names are class names, suffixed ``#2``, ``#3`` on repeats.
+    ``Compose.timing = True`` (class or instance) records per transform ``stats`` {name: {"seconds", "count"}} for
+    ``textdet bench data``; names are class names, suffixed ``#2``, ``#3`` on repeats.
     """
 
     timing: bool = False

@@ -95,13 +95,10 @@ def _round_up(value: int, divisor: int) -> int:
 class DetResize:
     """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``.
 
-    MindOCR semantics: ``target_size`` forces ``limit_type`` none. ``min`` upscales when the short
-    side < limit_side_len, ``max`` downscales when the long side > limit_side_len (both keep the
-    ratio); none + keep_ratio + target scales to fit the target (and may pad top-left into zeros);
-    none without keep_ratio resizes straight to the target. Sizes are ceil'd to ``divisor`` when
-    ``force_divisable`` (unless padded); ``rounding: nearest`` truncates and rounds to the nearest
-    multiple instead, as PaddleOCR's DetResizeForTest. Scales are resized / source size, un-padded.
-    Polygons are always rescaled; differences from MindOCR: docs/DESIGN_NOTES.md.
+    MindOCR semantics: ``target_size`` forces ``limit_type`` none; ``min`` upscales a short side < limit_side_len,
+    ``max`` downscales a long side > it (keeping the ratio); none + keep_ratio fits the target (maybe padding), none
+    without it resizes to the target. Sizes are ceil'd to ``divisor`` when ``force_divisable`` (unless padded);
+    ``rounding: nearest`` as PaddleOCR's DetResizeForTest. Differences from MindOCR: docs/DESIGN_NOTES.md.
     """
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,

@@ -14,9 +14,12 @@ from typing import Any
 import cv2
 import numpy as np
 
+from textdet.checks import component_repr
 from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, unclip_distance
 
 _BOX_TYPES = ("quad", "poly")
+_REPR_FIELDS = ("box_type", "binary_thresh", "box_thresh", "max_candidates", "expand_ratio", "score_mode",
+                "use_dilation", "pred_name")
 _SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)
 _POLY_EPSILON = 0.005  # approxPolyDP tolerance as a fraction of the contour length (MindOCR)
@@ -119,18 +122,10 @@ class DBPostprocess:
         rescale_fields: accepted for MindOCR configs (``["polys"]``); the polygons are always rescaled.
     """
 
-    def __init__(
-        self,
-        box_type: str = "quad",
-        binary_thresh: float = 0.3,
-        box_thresh: float = 0.7,
-        max_candidates: int = 1000,
-        expand_ratio: float = 1.5,
-        score_mode: str = "bitmap",
-        use_dilation: bool = False,
-        pred_name: str = "binary",
-        rescale_fields: Sequence[str] | None = None,
-    ) -> None:
+    def __init__(self, box_type: str = "quad", binary_thresh: float = 0.3, box_thresh: float = 0.7,
+                 max_candidates: int = 1000, expand_ratio: float = 1.5, score_mode: str = "bitmap",
+                 use_dilation: bool = False, pred_name: str = "binary",
+                 rescale_fields: Sequence[str] | None = None) -> None:
         if box_type not in _BOX_TYPES:
             raise ValueError(f"DBPostprocess: box_type must be one of {list(_BOX_TYPES)}, got {box_type!r}")
         if score_mode not in _SCORE_MODES:
@@ -150,11 +145,7 @@ class DBPostprocess:
         self.rescale_fields = list(rescale_fields) if rescale_fields is not None else ["polys"]
 
     def __repr__(self) -> str:
-        return (
-            f"DBPostprocess(box_type={self.box_type!r}, binary_thresh={self.binary_thresh}, "
-            f"box_thresh={self.box_thresh}, max_candidates={self.max_candidates}, expand_ratio={self.expand_ratio}, "
-            f"score_mode={self.score_mode!r}, use_dilation={self.use_dilation}, pred_name={self.pred_name!r})"
-        )
+        return component_repr(self, **{k: getattr(self, k) for k in _REPR_FIELDS})
 
     def __call__(self, pred: Any, shape_list: Any = None) -> list[dict[str, list]]:
         """``pred``: output dict (``pred_name``; optional ``"bitmap"``, the precomputed ``P >= binary_thresh``, bool or
@@ -233,9 +224,8 @@ class DBPostprocess:
         min_area = _MIN_SIDE * _MIN_SIDE
         candidates = [(c, r) for c in contours if ((r := cv2.boundingRect(c))[2] - 1) * (r[3] - 1) >= min_area]
         rects, scores = [], []
-        box_thresh, ratio, mode, mean, min_area_rect = (
-            self.box_thresh, self.expand_ratio, self.score_mode, cv2.mean, cv2.minAreaRect
-        )
+        box_thresh, ratio, mode = self.box_thresh, self.expand_ratio, self.score_mode
+        mean, min_area_rect = cv2.mean, cv2.minAreaRect
         for contour, (x, y, w, h) in candidates:
             rect = min_area_rect(contour)
             (cx, cy), (rw, rh), angle = rect
