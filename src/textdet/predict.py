@@ -17,16 +17,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from textdet.data.decode import DecodeImage
+from textdet.data.pipeline import build_transforms
+from textdet.data.resize import DetResize, NormalizeImage
 from textdet.errors import ConfigError, DataError, TextdetError
+from textdet.postprocess import DBPostprocess, build_postprocess
 
 if TYPE_CHECKING:
-    import numpy as np
     import torch
 
     from textdet.config import Config
-    from textdet.data.resize import DetResize, NormalizeImage
     from textdet.engine.amp import AmpSettings
-    from textdet.postprocess import DBPostprocess
 
 logger = logging.getLogger("textdet")
 
@@ -51,8 +54,6 @@ class Preprocess:
     img_mode: str = "RGB"
 
     def __call__(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        import numpy as np
-
         img = image if self.img_mode == "RGB" else np.ascontiguousarray(image[..., ::-1])
         sample = {"image": img, "raw_img_shape": tuple(img.shape[:2])}
         sample = self.normalize(self.resize(sample, None), None)
@@ -66,8 +67,6 @@ class Preprocess:
 
 def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
     """The same normalisation for HWC images, whatever layout the pipeline used it in."""
-    from textdet.data.resize import NormalizeImage
-
     return NormalizeImage(mean=norm.mean.tolist(), std=norm.std.tolist(), is_hwc=True,
                           bgr_to_rgb=norm.bgr_to_rgb, rgb_to_bgr=norm.rgb_to_bgr)
 
@@ -75,9 +74,6 @@ def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
 def preprocess_from_config(cfg: Config | None) -> Preprocess:
     """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s) ``transform_pipeline``; what
     is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32; ImageNet normalisation of RGB)."""
-    from textdet.data.decode import DecodeImage
-    from textdet.data.pipeline import build_transforms
-    from textdet.data.resize import DetResize, NormalizeImage
     from textdet.engine.build import located
 
     pipeline, key = None, None
@@ -100,14 +96,10 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
 # ----------------------------------------------------------------------------- images
 def read_image(path: str | os.PathLike) -> np.ndarray:
     """Decode an image file to RGB uint8 (H, W, 3); DataError naming the file when it cannot be read."""
-    from textdet.data.decode import DecodeImage
-
     return DecodeImage(img_mode="RGB")({"img_path": os.fspath(path)}, None)["image"]
 
 
 def _as_rgb(image: ImageInput) -> np.ndarray:
-    import numpy as np
-
     if isinstance(image, (str, os.PathLike)):
         return read_image(image)
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
@@ -196,11 +188,8 @@ class Detector:
         Pre/post-processing from ``cfg`` (as ``from_config``), else MindOCR's inference defaults (a fixed-size model
         is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override.
         """
-        from textdet.data.decode import DecodeImage
-        from textdet.data.resize import DetResize, NormalizeImage
         from textdet.engine.build import build_postprocess_from_config
         from textdet.export import OnnxModel
-        from textdet.postprocess import DBPostprocess, build_postprocess
 
         onnx = OnnxModel(path, device=device)
         pre = preprocess_from_config(cfg)
@@ -225,16 +214,12 @@ class Detector:
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
         """One path/array -> one ``{"polys": [(P, 2) float32], "scores": [float]}``; a list -> a list of them."""
-        import numpy as np
-
         if isinstance(images, (str, os.PathLike, np.ndarray)):
             return self.predict([_as_rgb(images)])[0]
         return self.predict([_as_rgb(im) for im in images])
 
     def predict(self, images: Sequence[np.ndarray]) -> list[dict]:
         """RGB uint8 arrays -> results; images of equal resized size are batched together."""
-        import numpy as np
-
         groups: dict[tuple[int, int], list[int]] = {}
         for i, im in enumerate(images):
             groups.setdefault(self.preprocess.output_size(im), []).append(i)
