@@ -179,11 +179,9 @@ class DetResize:
         return sample
 
     def __repr__(self) -> str:
-        return component_repr(self, target_size=self.target_size, keep_ratio=self.keep_ratio, padding=self.padding,
-                              limit_type=self.limit_type, limit_side_len=self.limit_side_len,
-                              force_divisable=self.force_divisable, divisor=self.divisor,
-                              interpolation=self.interpolation, rounding=self.rounding,
-                              max_side_limit=self.max_side_limit)
+        names = ("target_size", "keep_ratio", "padding", "limit_type", "limit_side_len", "force_divisable", "divisor",
+                 "interpolation", "rounding", "max_side_limit")
+        return component_repr(self, **{k: getattr(self, k) for k in names})
 
 
 TRANSFORMS: dict[str, type] = {"NormalizeImage": NormalizeImage, "ToCHWImage": ToCHWImage, "DetResize": DetResize}
