@@ -32,15 +32,10 @@ BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a r
 class OnnxModel:
     """An ONNX DB-style model under ONNX Runtime.
 
-    ``run(images)`` maps float32 (N, 3, H, W) numpy to probabilities (N, 1, H, W) float32 numpy;
-    calling the object with a tensor returns ``{"binary": tensor}`` like DBNet in eval mode, so the
-    Evaluator runs it unchanged (``eval``/``train``/``training`` exist for that).
-
-    Args:
-        path: the .onnx file: one image input of rank 4 (3 channels), one (N, 1, H, W) or (N, H, W)
-            output (``binary`` if present, else the first).
-        device: "cpu", "cuda[:N]", "npu[:N]", or None for the first accelerator provider this onnxruntime has.
-    TextdetError: missing file, no onnxruntime, unreadable model, unexpected inputs/outputs.
+    ``run(images)``: float32 (N, 3, H, W) numpy -> (N, 1, H, W) float32 probabilities; called with a tensor it returns
+    ``{"binary": tensor}`` like DBNet in eval mode, so the Evaluator runs it unchanged.
+    ``path``: one rank-4 3-channel image input, one (N, 1, H, W) or (N, H, W) output (``binary``, else the first);
+    ``device``: "cpu", "cuda[:N]", "npu[:N]" or None (first accelerator provider). TextdetError on a bad file/model.
     """
 
     training = False

@@ -24,21 +24,13 @@ from textdet.geometry import map_polys, polygon_area, polygon_areas
 # ----------------------------------------------------------------------------- affine steps
 @dataclass(frozen=True)
 class AffineStep:
-    """One geometric step, as an affine map on pixel-centre coordinates.
+    """One geometric step, as an affine map on pixel-centre coordinates."""
 
-    Attributes:
-        matrix: (3, 3) float64 map from the step's input to its output coordinates.
-        size: (h, w) of the image content the step produces.
-        pad_to: (h, w) canvas after zero padding bottom/right, or None (no padding).
-        flip: True when the map mirrors, so vertex order is reversed to stay clockwise.
-        src_box: (y0, y1, x0, x1) region of the input that the step reads (crops).
-    """
-
-    matrix: np.ndarray
-    size: tuple[int, int]
-    pad_to: tuple[int, int] | None = None
-    flip: bool = False
-    src_box: tuple[int, int, int, int] | None = None
+    matrix: np.ndarray  # (3, 3) float64, the step's input -> output coordinates
+    size: tuple[int, int]  # (h, w) of the image content the step produces
+    pad_to: tuple[int, int] | None = None  # (h, w) canvas after zero padding bottom/right
+    flip: bool = False  # the map mirrors: vertex order is reversed to stay clockwise
+    src_box: tuple[int, int, int, int] | None = None  # (y0, y1, x0, x1) input region the step reads (crops)
 
 
 def apply_step_to_polys(polys: list[np.ndarray], step: AffineStep) -> list[np.ndarray]:
