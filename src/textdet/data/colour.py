@@ -59,11 +59,9 @@ def saturation_matrix(s: float) -> np.ndarray:
 class RandomColorAdjust:
     """Random brightness, contrast, saturation and hue, like MindSpore's RandomColorAdjust.
 
-    A number v gives factors ~ U[max(0, 1 - v), 1 + v]; a pair gives U[min, max]; hue is a shift in
-    [-0.5, 0.5] of a full turn. Defaults are MindOCR's (brightness 32/255, saturation 0.5, contrast
-    and hue off). Ops run in a fixed order (brightness, contrast, saturation, hue) on uint8 with
-    lookup tables and cv2. The image is assumed RGB (MindOCR's DBNet configs); on BGR the gray weights
-    and the hue direction differ slightly.
+    A number v gives factors ~ U[max(0, 1 - v), 1 + v], a pair U[min, max]; hue shifts by a fraction in [-0.5, 0.5]
+    of a turn. Defaults are MindOCR's; ops run in order (brightness, contrast, saturation, hue) on uint8 with lookup
+    tables and cv2. The image is assumed RGB (MindOCR's DBNet configs; on BGR gray weights and hue direction differ).
     """
 
     def __init__(self, brightness: float | tuple = 32.0 / 255, contrast: float | tuple = (1.0, 1.0),
