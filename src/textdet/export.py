@@ -1,9 +1,7 @@
 """ONNX: export a DBNet, run ONNX models with ONNX Runtime, evaluate an ONNX file like a checkpoint.
 
-The exported graph is the eval-mode model reduced to its probability map: input ``x`` float32
-(N, 3, H, W), normalised as the config's pipeline does, output ``binary`` (N, 1, H, W), with batch,
-height and width dynamic (H and W multiples of 32). That is also the interface of PP-OCR's det
-exports, so ``OnnxModel`` runs either kind.
+The graph is the eval-mode model's probability map: input ``x`` float32 (N, 3, H, W) normalised as the config's
+pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 32): PP-OCR's det interface too.
 """
 
 from __future__ import annotations
@@ -34,17 +32,10 @@ BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a r
 class OnnxModel:
     """An ONNX DB-style model under ONNX Runtime.
 
-    ``run(images)`` maps float32 (N, 3, H, W) numpy to probabilities (N, 1, H, W) float32 numpy;
-    calling the object with a tensor returns ``{"binary": tensor}`` like DBNet in eval mode, so the
-    Evaluator runs it unchanged (``eval``/``train``/``training`` exist for that).
-
-    Args:
-        path: the .onnx file: one image input of rank 4 (3 channels), one (N, 1, H, W) or (N, H, W)
-            output (``binary`` if present, else the first).
-        device: "cpu", "cuda[:N]", "npu[:N]", or None for the first accelerator provider this onnxruntime has.
-
-    Raises:
-        TextdetError: missing file, onnxruntime not installed, unreadable model, unexpected inputs/outputs.
+    ``run(images)``: float32 (N, 3, H, W) numpy -> (N, 1, H, W) float32 probabilities; called with a tensor it returns
+    ``{"binary": tensor}`` like DBNet in eval mode, so the Evaluator runs it unchanged.
+    ``path``: one rank-4 3-channel image input, one (N, 1, H, W) or (N, H, W) output (``binary``, else the first);
+    ``device``: "cpu", "cuda[:N]", "npu[:N]" or None (first accelerator provider). TextdetError on a bad file/model.
     """
 
     training = False
@@ -141,13 +132,9 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
 
 
 # ----------------------------------------------------------------------------- export
-def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640,
-                opset: int = DEFAULT_OPSET) -> str:
-    """Trace ``model`` in eval mode on a (1, 3, height, width) input and write ``path`` (atomically).
-
-    Batch, height and width are dynamic axes; ``height``/``width`` only set the traced example. The
-    eval-mode DBNet returns ``{"binary": P}``, which the exporter flattens to the one output ``binary``.
-    """
+def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640, opset: int = DEFAULT_OPSET) -> str:
+    """Trace ``model`` in eval mode on a (1, 3, height, width) example and write ``path`` atomically; batch, H, W are
+    dynamic and the eval output ``{"binary": P}`` becomes the one output ``binary``."""
     import torch
 
     from textdet.models.dbnet import INPUT_DIVISOR

@@ -1,8 +1,7 @@
 """Inference: the ``Detector`` Python API and the ``textdet predict`` command.
 
-A Detector is three parts: preprocessing (the config's DetResize and NormalizeImage), a model that
-maps a float32 batch (N, 3, H, W) to probabilities (N, 1, H, W) -- a PyTorch DBNet or an ONNX file --
-and DBPostprocess, which maps the boxes back to original-image pixels through ``shape_list``::
+A Detector is preprocessing (DetResize, NormalizeImage), a model (float32 (N, 3, H, W) -> P (N, 1, H, W); PyTorch
+DBNet or ONNX) and DBPostprocess, which maps boxes back to original-image pixels through ``shape_list``::
 
     det = Detector.from_config(load_config("db_r50.yaml"), "runs/best.ckpt")
     det = Detector.from_onnx("ppocr_det.onnx")                    # any DB-style ONNX model
@@ -18,16 +17,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from textdet.data.decode import DecodeImage
+from textdet.data.pipeline import build_transforms
+from textdet.data.resize import DetResize, NormalizeImage
 from textdet.errors import ConfigError, DataError, TextdetError
+from textdet.postprocess import DBPostprocess, build_postprocess
 
 if TYPE_CHECKING:
-    import numpy as np
     import torch
 
     from textdet.config import Config
-    from textdet.data.resize import DetResize, NormalizeImage
     from textdet.engine.amp import AmpSettings
-    from textdet.postprocess import DBPostprocess
 
 logger = logging.getLogger("textdet")
 
@@ -52,8 +54,6 @@ class Preprocess:
     img_mode: str = "RGB"
 
     def __call__(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        import numpy as np
-
         img = image if self.img_mode == "RGB" else np.ascontiguousarray(image[..., ::-1])
         sample = {"image": img, "raw_img_shape": tuple(img.shape[:2])}
         sample = self.normalize(self.resize(sample, None), None)
@@ -67,22 +67,13 @@ class Preprocess:
 
 def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
     """The same normalisation for HWC images, whatever layout the pipeline used it in."""
-    from textdet.data.resize import NormalizeImage
-
     return NormalizeImage(mean=norm.mean.tolist(), std=norm.std.tolist(), is_hwc=True,
                           bgr_to_rgb=norm.bgr_to_rgb, rgb_to_bgr=norm.rgb_to_bgr)
 
 
 def preprocess_from_config(cfg: Config | None) -> Preprocess:
-    """DecodeImage mode, DetResize and NormalizeImage of the config, with MindOCR's inference defaults.
-
-    Source, first found: ``predict.dataset.transform_pipeline``, ``eval.dataset.transform_pipeline``
-    (label transforms are built but unused), else DetResize(limit_type max, 960, divisor 32) and
-    ImageNet normalisation of RGB. A pipeline without DetResize or NormalizeImage gets those defaults.
-    """
-    from textdet.data.decode import DecodeImage
-    from textdet.data.pipeline import build_transforms
-    from textdet.data.resize import DetResize, NormalizeImage
+    """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s) ``transform_pipeline``; what
+    is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32; ImageNet normalisation of RGB)."""
     from textdet.engine.build import located
 
     pipeline, key = None, None
@@ -105,14 +96,10 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
 # ----------------------------------------------------------------------------- images
 def read_image(path: str | os.PathLike) -> np.ndarray:
     """Decode an image file to RGB uint8 (H, W, 3); DataError naming the file when it cannot be read."""
-    from textdet.data.decode import DecodeImage
-
     return DecodeImage(img_mode="RGB")({"img_path": os.fspath(path)}, None)["image"]
 
 
 def _as_rgb(image: ImageInput) -> np.ndarray:
-    import numpy as np
-
     if isinstance(image, (str, os.PathLike)):
         return read_image(image)
     if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
@@ -198,15 +185,11 @@ class Detector:
                   img_mode: str | None = None, device: str | None = None, batch_size: int = 8) -> Detector:
         """An ONNX model: our export, or an external DB-style one (input ``x`` (N, 3, H, W), output P).
 
-        Preprocessing and post-processing come from ``cfg`` when given (as ``from_config``), else
-        MindOCR's inference defaults (a model with a fixed input size is resized straight to it);
-        ``postprocess``/``resize``/``normalize`` override either, as objects or keyword dicts.
+        Pre/post-processing from ``cfg`` (as ``from_config``), else MindOCR's inference defaults (a fixed-size model
+        is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override.
         """
-        from textdet.data.decode import DecodeImage
-        from textdet.data.resize import DetResize, NormalizeImage
         from textdet.engine.build import build_postprocess_from_config
         from textdet.export import OnnxModel
-        from textdet.postprocess import DBPostprocess, build_postprocess
 
         onnx = OnnxModel(path, device=device)
         pre = preprocess_from_config(cfg)
@@ -230,20 +213,13 @@ class Detector:
         return cls(onnx.run, pre, postprocess, batch_size)
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
-        """One path/array -> one result dict; a list -> a list of them (same order).
-
-        Each result is ``{"polys": [np.ndarray (P, 2) float32], "scores": [float]}``.
-        """
-        import numpy as np
-
+        """One path/array -> one ``{"polys": [(P, 2) float32], "scores": [float]}``; a list -> a list of them."""
         if isinstance(images, (str, os.PathLike, np.ndarray)):
             return self.predict([_as_rgb(images)])[0]
         return self.predict([_as_rgb(im) for im in images])
 
     def predict(self, images: Sequence[np.ndarray]) -> list[dict]:
         """RGB uint8 arrays -> results; images of equal resized size are batched together."""
-        import numpy as np
-
         groups: dict[tuple[int, int], list[int]] = {}
         for i, im in enumerate(images):
             groups.setdefault(self.preprocess.output_size(im), []).append(i)

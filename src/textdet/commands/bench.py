@@ -1,9 +1,7 @@
 """``textdet bench {data,model,train,postprocess,eval}``: time one part alone, with the config's settings.
 
-Every part builds its objects through ``textdet.engine.build`` (and the real ``Trainer`` /
-``Evaluator``), so the figures are those of a real run with the same config. Warm-up iterations
-(worker start-up, first-call allocations) are never timed. ``--json`` prints one object on stdout;
-engine logs go to stderr meanwhile, so stdout stays machine-readable.
+Objects come from ``textdet.engine.build`` (and the real ``Trainer``/``Evaluator``), so figures are a real run's;
+warm-up is never timed. ``--json`` prints one object on stdout (engine logs go to stderr).
 """
 
 from __future__ import annotations
@@ -63,11 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------ data
 def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
-    """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader.
-
-    With the decoded-image cache on (``train.dataset.cache_images``), the first pass decodes from disk
-    (``samples_per_s_first_epoch``) and fills the cache; ``samples_per_s`` and the loader figure are
-    then the steady state of every later epoch. Without it, both one-process keys hold the same pass.
+    """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader. With
+    ``cache_images`` the first pass (``samples_per_s_first_epoch``) fills the cache and the rest is the steady state.
     """
     device = _device(args.device)
     build.validate(cfg, ("train",))
@@ -139,11 +134,8 @@ def fill_image_cache(dataset) -> bool:
 
 
 def _loader_rate(loader, n: int, skip: int, column: str) -> float:
-    """Samples/s of ``loader`` over ``n`` samples, after ``skip`` batches (one per worker: their start-up).
-
-    Skipping one batch per worker matters: the workers start together, so their first batches arrive
-    at once and would count as free samples.
-    """
+    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (one per worker: workers start together,
+    so their first batches arrive at once and would count as free samples)."""
     batches = _endless(loader)
     for _ in range(skip):
         next(batches)

@@ -58,11 +58,8 @@ def bench_postprocess(cfg, args: argparse.Namespace, n: int, warmup: int) -> dic
 
 
 def load_maps(folder: str) -> list[tuple[str, Any, Any]]:
-    """``folder/*.npy`` -> [(stem, prob (H, W) float32, shape_list [h, w, H/h, W/w] or None)].
-
-    ``folder/shapes.json`` (optional) maps a stem to the original image's [h, w]; maps without an
-    entry stay in map pixels.
-    """
+    """``folder/*.npy`` -> [(stem, prob (H, W) float32, shape_list [h, w, H/h, W/w] or None)]; the optional
+    ``folder/shapes.json`` maps a stem to the original [h, w] (without one the map stays in map pixels)."""
     if not os.path.isdir(folder):
         raise TextdetError(f"--maps {folder}: no such folder; expected a folder of .npy probability maps "
                            "(shape (1,1,H,W) or (H,W), float32) and an optional shapes.json")
@@ -144,8 +141,7 @@ class _Limited:
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images.
 
-    ``ms_per_image``: time in each part (data wait, forward, post-processing, metric); post-processing and
-    the metric run in a thread that overlaps the next forward, so the parts can add up to more than the total.
+    ``ms_per_image`` per part; post-processing and metric overlap the next forward, so parts may exceed the total.
     """
     device = pick(args.device)
     build.validate(cfg, ("eval",))

@@ -1,15 +1,8 @@
 """``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` + ``DIR/<name>.yaml``.
 
-The ONNX graph carries no module names (Paddle numbers its tensors), so layers are matched by
-order: the convs, transposed convs, BatchNorms and learnable affines met walking the graph must
-be those a textdet forward pass runs, in the same order and with the same shapes, or the import
-stops naming the first layer that differs. Two gaps of inference exports are filled:
-
-* BatchNorm folded into the preceding conv: the conv gets the folded weight and the BatchNorm
-  becomes an identity carrying the folded bias (weight 1, mean 0, var 1 - eps), so eval output is
-  unchanged and fine-tuning re-estimates the statistics.
-* the missing threshold branch of DBHead: a copy of the probability branch, i.e. features that
-  already respond to text; its L1 loss pulls it to the threshold map in the first steps.
+Layers are matched by order (the ONNX graph has no module names): the convs, BatchNorms and affines met walking the
+graph must be those a textdet forward runs, same order and shapes, or the import names the first that differs. Folded
+BatchNorms and the missing threshold branch are filled in (docs/DESIGN_NOTES.md).
 """
 
 from __future__ import annotations
@@ -110,11 +103,8 @@ def _execution_order(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict[str, torch.Tensor]:
-    """Assign ``layers`` to ``model``'s modules in execution order; returns the new state_dict.
-
-    Raises:
-        TextdetError: the first layer whose kind or shapes differ from the module's, or a count mismatch.
-    """
+    """Assign ``layers`` to ``model``'s modules in execution order; returns the new state_dict. TextdetError names
+    the first layer whose kind or shapes differ, or a count mismatch."""
     state, pos, folded_bias = model.state_dict(), 0, None
     for name, module in _execution_order(model):
         kind, layer = _KINDS[type(module)], layers[pos] if pos < len(layers) else None

@@ -43,12 +43,8 @@ _GRAY_RGB = np.array([4899, 9617, 1868], dtype=np.float64) / 16384.0
 
 
 def _scale_u8(image: np.ndarray, factor: float, out: np.ndarray | None) -> np.ndarray:
-    """``clip(round(image * factor))`` on uint8, bit-identical to the lookup table ``_lut(ramp * factor)``.
-
-    ``cv2.convertScaleAbs`` does it in one SIMD pass, several times faster than ``cv2.LUT`` on 3
-    channels; it computes in float32, so it is first checked on all 256 levels against the exact
-    table and ``cv2.LUT`` is used on the rare factor where a float32 tie rounds the other way.
-    """
+    """``clip(round(image * factor))`` on uint8 via ``cv2.convertScaleAbs`` (one SIMD pass), checked on all 256 levels
+    against the exact ``_lut`` table; ``cv2.LUT`` on the rare factor where a float32 tie rounds the other way."""
     table = _lut(_RAMP * factor)
     if np.array_equal(cv2.convertScaleAbs(_RAMP_U8, alpha=factor)[0, :, 0], table):
         return cv2.convertScaleAbs(image, dst=out, alpha=factor)
@@ -63,12 +59,9 @@ def saturation_matrix(s: float) -> np.ndarray:
 class RandomColorAdjust:
     """Random brightness, contrast, saturation and hue, like MindSpore's RandomColorAdjust.
 
-    A number v gives factors ~ U[max(0, 1 - v), 1 + v]; a pair gives U[min, max]; hue is a shift in
-    [-0.5, 0.5] of a full turn. Defaults are MindOCR's (brightness 32/255, saturation 0.5, contrast
-    and hue off). Ops run in a fixed order (brightness, contrast, saturation, hue) on uint8 with
-    lookup tables and cv2, so it is cheap. The image is assumed RGB (MindOCR's DBNet configs use
-    ``img_mode: RGB``); on BGR only the gray weights of saturation/contrast and the hue direction
-    differ slightly.
+    A number v gives factors ~ U[max(0, 1 - v), 1 + v], a pair U[min, max]; hue shifts by a fraction in [-0.5, 0.5]
+    of a turn. Defaults are MindOCR's; ops run in order (brightness, contrast, saturation, hue) on uint8 with lookup
+    tables and cv2. The image is assumed RGB (MindOCR's DBNet configs; on BGR gray weights and hue direction differ).
     """
 
     def __init__(self, brightness: float | tuple = 32.0 / 255, contrast: float | tuple = (1.0, 1.0),
@@ -92,14 +85,8 @@ class RandomColorAdjust:
               out: np.ndarray | None = None) -> np.ndarray:
         """Return a colour-adjusted uint8 (H, W, 3) image for drawn ``factors``.
 
-        ``out``: an array of the image's shape and dtype to write the result into (it may be
-        ``image`` itself, for in-place); by default a new array (``image`` is never modified then).
-
-        Brightness (and contrast) are exact lookup tables; saturation is one ``cv2.transform`` with a
-        3x3 colour matrix instead of gray + GRAY2RGB + addWeighted. That skips the rounding of the
-        gray image to uint8, so for factors s in [0, 2] a pixel differs from the three-op reference
-        by at most 1 level (|1 - s| * 0.5 before rounding); other s, and any hue shift, keep the
-        reference ops (gray, GRAY2RGB, addWeighted).
+        ``out``: an array of the image's shape and dtype to write into (may be ``image``, in place); by default a new
+        array. Saturation in [0, 2] is one ``cv2.transform``, within 1 level of the reference (docs/DESIGN_NOTES.md).
         """
         require_uint8_hwc(image, "RandomColorAdjust")
         if out is not None and (out.shape != image.shape or out.dtype != np.uint8):

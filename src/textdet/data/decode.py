@@ -1,9 +1,7 @@
 """Decoding and labels: ``DecodeImage`` and ``DetLabelEncode``, MindOCR's names and keyword parameters.
 
-Every transform (here, ``colour``, ``geometric``, ``targets``, ``resize``) is
-``t(sample: dict, rng: np.random.Generator) -> dict`` (see docs/ARCHITECTURE.md for the keys); randomness
-comes only from ``rng`` so a seeded loader worker is reproducible. Polygons are (P, 2) float32 (x, y)
-arrays in pixel-centre coordinates (``geometric.py``'s docstring explains the convention).
+Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict`` (keys: docs/ARCHITECTURE.md), random only
+through ``rng``; polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (see ``geometric.py``).
 """
 
 from __future__ import annotations
@@ -28,10 +26,8 @@ IGNORE_TEXTS = ("###", "*")
 class DecodeImage:
     """Read ``sample["img_path"]`` and decode it (cv2), like MindOCR's DecodeImage.
 
-    Bytes are read with ``np.fromfile`` and decoded with ``cv2.imdecode`` so non-ASCII paths work
-    on every OS. Missing, unreadable or corrupt files raise ``SampleError`` naming the file, so the
-    dataset can skip the sample. Sets ``image``, ``raw_img_shape`` (h, w) and, with keep_ori,
-    ``image_ori``.
+    ``np.fromfile`` + ``cv2.imdecode`` so non-ASCII paths work; a bad file raises ``SampleError`` naming it (the
+    dataset skips it). Sets ``image``, ``raw_img_shape`` (h, w) and, with keep_ori, ``image_ori``.
     """
 
     def __init__(self, img_mode: str = "BGR", channel_first: bool = False, to_float32: bool = False,
@@ -100,17 +96,9 @@ def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
 class DetLabelEncode:
     """Parse the JSON annotation into ``polys``, ``texts`` and ``ignore_tags``.
 
-    ``sample["label"]`` is the raw JSON text or an already parsed list of
-    ``{"transcription": str, "points": [[x, y], ...]}``. Transcriptions ``###`` and ``*`` are
-    ignored (don't-care). Differences from MindOCR, on purpose:
-
-    * polygons keep their own vertex counts (a list), instead of being padded to a common count by
-      repeating the last point;
-    * a polygon with < 3 points, non-finite coordinates or zero area is dropped with a warning
-      naming the label file and line, instead of crashing a loader worker later;
-    * an empty annotation list gives empty outputs (a text-free image) instead of ``None``.
-
-    Malformed JSON (or entries without ``points``) raise ``SampleError`` naming file and line.
+    ``sample["label"]``: JSON text or a parsed list of ``{"transcription": str, "points": [[x, y], ...]}``;
+    ``###`` and ``*`` are don't-care. Bad polygons are dropped with a warning, malformed JSON raises ``SampleError``
+    naming file and line (differences from MindOCR: docs/DESIGN_NOTES.md).
     """
 
     def __init__(self) -> None:

@@ -1,20 +1,9 @@
-"""MindOCR's geometric training transforms and their affine machinery, on one sample dict.
+"""MindOCR's geometric training transforms (flip, rotate, scale, crop, validate) and their affine machinery;
+each is ``t(sample: dict, rng: np.random.Generator) -> dict`` as in ``decode.py``.
 
-Holds RandomHorizontalFlip, RandomRotate, RandomScale, RandomCropWithBBox, ValidatePolygons and
-the helpers they use (``AffineStep``, ``apply_step_to_polys``, the resize matrix, ``occupied``,
-``clip_polygon_to_box``). Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict``,
-as in ``decode.py``; argument checks come from ``textdet.checks``, ``map_polys`` from ``textdet.geometry``.
-
-Coordinates. Polygons are (P, 2) float32 (x, y) arrays in *pixel-centre* coordinates: pixel
-(row i, column j) has its centre at x = j, y = i. This is what cv2.fillPoly, cv2.warpAffine and
-cv2.resize assume, so each geometric transform below is one affine map applied identically to the
-pixels and to the polygons: a polygon rendered before a transform covers the same pixels as the
-transformed polygon rendered after it. (MindOCR scales polygons by ``x * s`` while cv2.resize maps
-``x -> (x + 0.5) * s - 0.5``; the difference, (s - 1) / 2 px, is about one pixel at s = 3.)
-
-The four geometric training transforms (flip, rotate, scale, crop) also expose ``plan(size, polys,
-ignore_tags, rng) -> AffineStep | None``, which draws the random parameters and returns the affine
-map without touching pixels. ``pipeline.FusedGeometry`` chains those plans and warps the image once.
+Polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (pixel (i, j) centred at x = j, y = i), so each
+transform is one affine map applied alike to pixels and polygons; ``plan()`` returns it for ``pipeline.FusedGeometry``
+(details and the MindOCR difference: docs/DESIGN_NOTES.md).
 """
 
 from __future__ import annotations
@@ -35,21 +24,13 @@ from textdet.geometry import map_polys, polygon_area, polygon_areas
 # ----------------------------------------------------------------------------- affine steps
 @dataclass(frozen=True)
 class AffineStep:
-    """One geometric step, as an affine map on pixel-centre coordinates.
+    """One geometric step, as an affine map on pixel-centre coordinates."""
 
-    Attributes:
-        matrix: (3, 3) float64 map from the step's input to its output coordinates.
-        size: (h, w) of the image content the step produces.
-        pad_to: (h, w) canvas after zero padding bottom/right, or None (no padding).
-        flip: True when the map mirrors, so vertex order is reversed to stay clockwise.
-        src_box: (y0, y1, x0, x1) region of the input that the step reads (crops).
-    """
-
-    matrix: np.ndarray
-    size: tuple[int, int]
-    pad_to: tuple[int, int] | None = None
-    flip: bool = False
-    src_box: tuple[int, int, int, int] | None = None
+    matrix: np.ndarray  # (3, 3) float64, the step's input -> output coordinates
+    size: tuple[int, int]  # (h, w) of the image content the step produces
+    pad_to: tuple[int, int] | None = None  # (h, w) canvas after zero padding bottom/right
+    flip: bool = False  # the map mirrors: vertex order is reversed to stay clockwise
+    src_box: tuple[int, int, int, int] | None = None  # (y0, y1, x0, x1) input region the step reads (crops)
 
 
 def apply_step_to_polys(polys: list[np.ndarray], step: AffineStep) -> list[np.ndarray]:
@@ -59,11 +40,7 @@ def apply_step_to_polys(polys: list[np.ndarray], step: AffineStep) -> list[np.nd
 
 
 def _scale_matrix(sx: float, sy: float, x0: float = 0.0, y0: float = 0.0) -> np.ndarray:
-    """Pixel-centre map of ``cv2.resize`` applied to the region starting at (x0, y0).
-
-    cv2.resize sends output pixel centre u to input (u + 0.5) / s - 0.5, so input x goes to
-    (x - x0 + 0.5) * s - 0.5.
-    """
+    """Pixel-centre map of ``cv2.resize`` of the region starting at (x0, y0): x -> (x - x0 + 0.5) * s - 0.5."""
     return np.array([[sx, 0.0, (0.5 - x0) * sx - 0.5], [0.0, sy, (0.5 - y0) * sy - 0.5], [0, 0, 1.0]])
 
 
@@ -201,13 +178,7 @@ def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
 
     A difference array makes this O(n + K) with no Python loop. Intervals are clipped to the
     image, so a polygon entirely outside it marks nothing (MindOCR would mark index 0).
-
-    Args:
-        lo, hi: (K,) interval ends in pixel units.
-        n: length of the axis.
-
-    Returns:
-        (n,) bool array.
+    ``lo``, ``hi``: (K,) interval ends in pixels; returns an (n,) bool array.
     """
     a = np.clip(np.round(lo), 0, n).astype(np.int64)
     b = np.clip(np.round(hi) + 1, 0, n).astype(np.int64)
@@ -221,13 +192,10 @@ def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
 class RandomCropWithBBox:
     """MindOCR's text-preserving random crop, then keep-ratio resize and zero-pad to ``crop_size``.
 
-    With probability ``p``: crop edges are drawn among rows/columns that no non-ignored polygon's
-    (rounded) extent covers, so a crop never cuts such a polygon; a crop is accepted when both
-    sides are >= ceil(side * min_crop_ratio) and at least one non-ignored polygon's bbox overlaps
-    it, trying ``max_tries`` times; else (and when 1 - p) the whole image is used. The region is
-    then scaled by min(crop_size / region_size) (rounded output size, exact per-axis factors),
-    padded with zeros at the bottom/right to exactly ``crop_size`` and ``actual_size`` (h, w) is
-    the un-padded area. The occupancy marking is vectorised (MindOCR loops in Python).
+    With probability ``p``, crop edges are drawn among rows/columns no non-ignored polygon covers; a crop needs both
+    sides >= ceil(side * min_crop_ratio) and one such polygon's bbox inside, within ``max_tries``, else the whole
+    image is used. The region is scaled by min(crop_size / region_size), zero-padded bottom/right to ``crop_size``;
+    ``actual_size`` (h, w) is the un-padded area. Occupancy marking is vectorised (MindOCR loops in Python).
     """
 
     def __init__(self, max_tries: int = 10, min_crop_ratio: float = 0.1, crop_size: tuple[int, int] = (640, 640),
@@ -307,16 +275,8 @@ def _clip_half_plane(pts: np.ndarray, axis: int, bound: float, keep_below: bool)
 
 
 def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
-    """Clip a polygon to the box [0, w] x [0, h] (Sutherland-Hodgman, vectorised per side).
-
-    Args:
-        poly: (P, 2) polygon.
-        w, h: box size.
-
-    Returns:
-        (Q, 2) float64 clipped polygon with consecutive duplicates removed; Q = 0 when the polygon
-        lies outside the box.
-    """
+    """Clip a (P, 2) polygon to [0, w] x [0, h] (Sutherland-Hodgman, vectorised per side) -> (Q, 2) float64,
+    consecutive duplicates removed; Q = 0 when it lies outside the box."""
     pts = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
     for axis, bound, below in ((0, 0.0, False), (0, float(w), True), (1, 0.0, False), (1, float(h), True)):
         pts = _clip_half_plane(pts, axis, bound, below)
@@ -328,14 +288,10 @@ def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
 class ValidatePolygons:
     """Drop polygons outside the visible area and mark barely visible ones as ignored (MindOCR).
 
-    The visible area is the (h, w) of ``actual_size`` (the un-padded crop) or of the image, i.e.
-    [-0.5, w - 0.5] x [-0.5, h - 0.5] in pixel-centre coordinates (MindOCR's box(0, 0, w, h) is
-    the same area in its pixel-corner view; see the module docstring). A polygon not intersecting
-    it is dropped with its text and tag; one whose visible area is < ``min_area`` becomes ignored.
-    With ``clip_to_visible_area`` the polygon is replaced by its visible part and ignored when that
-    has fewer than ``min_vertices`` vertices. Polygons whose bbox lies inside the area skip
-    clipping (the common case after a text-preserving crop), and the clip is a vectorised
-    Sutherland-Hodgman instead of one shapely intersection per polygon.
+    Visible area: ``actual_size`` (the un-padded crop) or the image, [-0.5, w - 0.5] x [-0.5, h - 0.5] (MindOCR's
+    box(0, 0, w, h) in pixel-corner terms). A polygon outside it is dropped with its text and tag; one whose visible
+    area is < ``min_area`` becomes ignored. ``clip_to_visible_area`` keeps the visible part (ignored below
+    ``min_vertices``); polygons inside skip the clip, a vectorised Sutherland-Hodgman (no shapely).
     """
 
     def __init__(self, min_area: float = 1.0, clip_to_visible_area: bool = False, min_vertices: int = 4) -> None:

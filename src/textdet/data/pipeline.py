@@ -1,9 +1,7 @@
 """Config transform lists -> transform objects: the TRANSFORMS table, build_transforms, Compose.
 
-``build_transforms`` also fuses the training geometry: a run of consecutive flip / rotate (same
-canvas) / scale / crop transforms becomes one ``FusedGeometry``, which draws the same random
-parameters in the same order, composes one affine matrix and warps the original image once,
-straight into the crop. The sequential classes stay the reference implementation.
+``build_transforms`` fuses each run of flip / rotate / scale / crop into one ``FusedGeometry`` (same random draws,
+one warp of the original image); the sequential classes stay the reference implementation.
 """
 
 from __future__ import annotations
@@ -48,19 +46,9 @@ def is_fusable(transform: object) -> bool:
 class FusedGeometry:
     """Flip / rotate / scale / crop as one affine warp of the original image.
 
-    Each step's ``plan`` draws its random parameters from ``rng`` in the sequential order and sees
-    the polygons and canvas size the sequential pipeline would have at that point (polygons are
-    mapped step by step, in float32, exactly as the sequential transforms map them), so with the
-    same seed the crop choice and the output polygons are identical. Only the pixels differ: they
-    are interpolated once from the original (cv2.warpAffine into ``actual_size``, then zero padding
-    to ``crop_size``) instead of after every step, and no upscaled intermediate image exists.
-
-    ``color``: a pixel-wise RandomColorAdjust moved here from just before the geometry. It runs on
-    the warped, un-padded region, i.e. the 640x640 crop instead of the full (maybe 3x) image. This
-    is equivalent because each output pixel depends only on its own input pixel, so it commutes with
-    resampling (brightness and saturation are linear in RGB, up to uint8 clipping and rounding; hue
-    is per-pixel), and the black pixels the warp introduces stay black under all three. Its factors
-    are still drawn first, so the random stream matches the sequential pipeline sample for sample.
+    With the same seed the crop and polygons equal the sequential pipeline's; only the pixels differ (interpolated
+    once). ``color``: a pixel-wise RandomColorAdjust moved after the warp, onto the crop (why this is equivalent:
+    docs/DESIGN_NOTES.md).
     """
 
     def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
@@ -125,11 +113,8 @@ class FusedGeometry:
 
 
 def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
-    """Replace each run of >= 2 consecutive fusable transforms by one FusedGeometry.
-
-    A run ends after a RandomCropWithBBox (its zero padding is not an affine map). A pixel-wise
-    RandomColorAdjust right before a run moves into it, to run after the warp on the crop.
-    """
+    """Replace each run of >= 2 consecutive fusable transforms by one FusedGeometry; a run ends after a crop (padding
+    is not affine) and a pixel-wise RandomColorAdjust right before a run moves into it (after the warp)."""
     out: list[Transform] = []
     i = 0
     while i < len(transforms):
@@ -194,9 +179,8 @@ def fuse_normalize(transforms: list[Transform]) -> list[Transform]:
 class Compose:
     """Run transforms in order on one sample.
 
-    Set ``Compose.timing = True`` (class-wide, or on one instance) to record, per transform, the
-    total seconds and call count in ``stats`` ({name: {"seconds": float, "count": int}}), which is
-    what ``textdet bench data`` prints. Names are class names, suffixed ``#2``, ``#3`` on repeats.
+    ``Compose.timing = True`` (class or instance) records per transform ``stats`` {name: {"seconds", "count"}} for
+    ``textdet bench data``; names are class names, suffixed ``#2``, ``#3`` on repeats.
     """
 
     timing: bool = False
@@ -260,15 +244,9 @@ def build_transform(entry: dict | str, index: int = 0) -> Transform:
 
 
 def build_transforms(pipeline: list[dict | str], fuse: bool = True) -> Compose:
-    """Turn a MindOCR ``transform_pipeline`` list into a Compose.
+    """MindOCR ``transform_pipeline`` (``{Name: {param: value} | None}`` or ``"Name"`` entries) -> Compose.
 
-    Args:
-        pipeline: entries ``{Name: {param: value} | None}`` or bare ``"Name"`` strings.
-        fuse: replace runs of flip/rotate/scale/crop by one FusedGeometry (same distributions,
-            one warp); False keeps the sequential reference transforms.
-
-    Raises:
-        ConfigError: unknown transform (listing valid names and the closest one) or bad parameter.
+    ``fuse``: fuse geometry/normalisation (False keeps the sequential reference). ConfigError names the bad entry.
     """
     if not isinstance(pipeline, (list, tuple)):
         raise ConfigError(f"transform_pipeline must be a list, got {type(pipeline).__name__}")

@@ -95,17 +95,10 @@ def _round_up(value: int, divisor: int) -> int:
 class DetResize:
     """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``.
 
-    MindOCR semantics: ``target_size`` forces ``limit_type`` none. ``min`` upscales when the short
-    side < limit_side_len, ``max`` downscales when the long side > limit_side_len (both keep the
-    ratio); none + keep_ratio + target scales to fit the target (and may pad top-left into zeros);
-    none without keep_ratio resizes straight to the target. Sizes are ceil'd to ``divisor`` when
-    ``force_divisable`` (unless padded); ``rounding: nearest`` truncates and rounds to the nearest
-    multiple instead, as PaddleOCR's DetResizeForTest. Scales are resized / source size, un-padded.
-
-    Differences from MindOCR: fix of the bug that multiplied both ``shape_list`` scales by scale_h
-    when a ``shape_list`` already existed; polygons (if present) are always rescaled by
-    (scale_w, scale_h) (x * s, so dividing by ``shape_list`` scales maps back) -- MindOCR only
-    does this in training; padding keeps the image dtype (MindOCR forces uint8).
+    MindOCR semantics: ``target_size`` forces ``limit_type`` none; ``min`` upscales a short side < limit_side_len,
+    ``max`` downscales a long side > it (keeping the ratio); none + keep_ratio fits the target (maybe padding), none
+    without it resizes to the target. Sizes are ceil'd to ``divisor`` when ``force_divisable`` (unless padded);
+    ``rounding: nearest`` as PaddleOCR's DetResizeForTest. Differences from MindOCR: docs/DESIGN_NOTES.md.
     """
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
@@ -186,11 +179,9 @@ class DetResize:
         return sample
 
     def __repr__(self) -> str:
-        return component_repr(self, target_size=self.target_size, keep_ratio=self.keep_ratio, padding=self.padding,
-                              limit_type=self.limit_type, limit_side_len=self.limit_side_len,
-                              force_divisable=self.force_divisable, divisor=self.divisor,
-                              interpolation=self.interpolation, rounding=self.rounding,
-                              max_side_limit=self.max_side_limit)
+        names = ("target_size", "keep_ratio", "padding", "limit_type", "limit_side_len", "force_divisable", "divisor",
+                 "interpolation", "rounding", "max_side_limit")
+        return component_repr(self, **{k: getattr(self, k) for k in names})
 
 
 TRANSFORMS: dict[str, type] = {"NormalizeImage": NormalizeImage, "ToCHWImage": ToCHWImage, "DetResize": DetResize}

@@ -11,11 +11,7 @@ POSTPROCESSES = {"DBPostprocess": DBPostprocess}
 
 
 def build_postprocess(name: str, **kwargs: Any) -> DBPostprocess:
-    """Build the postprocess called ``name`` (a key of ``POSTPROCESSES``) from plain keyword arguments.
-
-    Raises:
-        ConfigError: unknown name (lists the valid ones), a keyword the class does not take, or a bad value.
-    """
+    """Build ``POSTPROCESSES[name](**kwargs)``; ConfigError names an unknown name, keyword or bad value."""
     return build_component(POSTPROCESSES, name, kwargs, "postprocess", "postprocess")
 
 

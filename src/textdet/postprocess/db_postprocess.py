@@ -1,34 +1,7 @@
 """DBNet post-processing: probability map -> scored text boxes or polygons, in original-image pixels.
 
-Follows MindOCR's ``DBPostprocess`` (which follows PaddleOCR) step by step, in numpy/cv2 only:
-
-1. ``bitmap = P >= binary_thresh`` (MindOCR's ``>=``; PaddleOCR uses ``>``, the two differ only on
-   pixels exactly at the threshold), thresholded once per image into a reused uint8 buffer, or taken
-   as given (``pred["bitmap"]``, thresholded on the device); optionally dilated with a 2x2 kernel
-   (PaddleOCR's ``use_dilation``).
-2. ``cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE)``, the first ``max_candidates`` contours.
-3. quad: ``minAreaRect`` of the contour, skip when its short side < 3; poly: ``approxPolyDP`` with
-   epsilon ``0.005 * arcLength``, skip when fewer than 4 points.
-4. score (``score_mode``), skip when < ``box_thresh``:
-
-   - ``"bitmap"`` (default, MindOCR's ``_calc_score``): the mean of P over the *foreground bitmap
-     pixels* inside the contour's axis-aligned bounding box, ``cv2.mean(P[bbox], mask=bitmap[bbox])``.
-     This is the score MindOCR configs calibrate ``box_thresh`` for. The blurred border of a word is
-     below ``binary_thresh`` and does not count, so thin words keep a high score. Foreground pixels of
-     a neighbouring blob inside the bbox do count (with their own, usually similar, probability).
-   - ``"fast"`` (PaddleOCR's ``box_score_fast``): the mean of P over the min-area box (quad) or the
-     approximated polygon (poly), rasterised; the blurred border counts, so thin words score lower.
-   - ``"slow"`` (PaddleOCR's ``box_score_slow``): the mean of P over the contour polygon, rasterised.
-
-5. unclip by ``D = area * expand_ratio / perimeter``. quad: MindOCR's pyclipper route on its integer
-   lattice, computed directly (:func:`unclip_quad`: the same corners as MindOCR's on 99.5% of benchmark
-   boxes, all but a few within 1 px); poly: pyclipper, round joins, a result that splits into several
-   polygons is skipped. Skip when the short side of the result's ``minAreaRect`` is < 5.
-6. rescale with ``shape_list = [src_h, src_w, scale_h, scale_w]``: ``x / scale_w``, ``y / scale_h``,
-   rounded only after the rescale, clipped to ``[0, src_w - 1] x [0, src_h - 1]``. Without a
-   ``shape_list`` the points stay unrounded in map pixels, clipped to the map.
-
-Quad corners come out as TL, TR, BR, BL (``geometry.order_quads``).
+Follows MindOCR's ``DBPostprocess`` (PaddleOCR's) step by step in numpy/cv2: threshold, contours, box/polygon,
+score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Quads come out TL, TR, BR, BL.
 """
 
 from __future__ import annotations
@@ -41,9 +14,12 @@ from typing import Any
 import cv2
 import numpy as np
 
+from textdet.checks import component_repr
 from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, unclip_distance
 
 _BOX_TYPES = ("quad", "poly")
+_REPR_FIELDS = ("box_type", "binary_thresh", "box_thresh", "max_candidates", "expand_ratio", "score_mode",
+                "use_dilation", "pred_name")
 _SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)
 _POLY_EPSILON = 0.005  # approxPolyDP tolerance as a fraction of the contour length (MindOCR)
@@ -87,10 +63,8 @@ def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None) -> np.ndarray:
-    """``(prob >= thresh)`` as a uint8 (H, W) 0/1 bitmap, written into ``out`` (or a reused per-thread buffer).
-
-    The buffer is overwritten by the next call in the same thread: use the result before that.
-    """
+    """``(prob >= thresh)`` as a uint8 (H, W) 0/1 bitmap in ``out`` (or a per-thread buffer that the thread's next
+    call overwrites)."""
     if out is None:
         out = getattr(_BUFFERS, "bitmap", None)
         if out is None or out.shape != prob.shape:
@@ -102,13 +76,8 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
 def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
     """MindOCR's quad unclip of ``minAreaRect`` results -> the unclipped ``minAreaRect`` results.
 
-    MindOCR offsets the ``cv2.boxPoints`` corners with pyclipper by ``D = w h r / (2 (w + h))`` (round
-    joins) and takes ``minAreaRect`` of the output. pyclipper truncates the corners to integers and rounds
-    its output vertices (half away from zero). The vertices that bound the result are each truncated corner
-    moved by D along its two edges' outward normals (the arcs between them lie inside), so ``minAreaRect``
-    of those 8 rounded points is MindOCR's box (on the benchmark maps 99.5% of corners identical, 99.6%
-    within 1 px) at a fraction of pyclipper + shapely's cost. The exact offset is the rectangle grown by D
-    on each side; the integer lattice moves MindOCR's by up to 2 px, and textdet follows MindOCR's boxes.
+    Computed directly from the truncated corners pyclipper would offset (docs/DESIGN_NOTES.md), at a fraction of
+    pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's.
     """
     quads = np.array([cv2.boxPoints(rect) for rect in rects], dtype=np.int32).astype(np.float64)  # (N, 4, 2)
     w, h = np.array([rect[1] for rect in rects]).T
@@ -146,25 +115,17 @@ class DBPostprocess:
         score_mode: "bitmap" (default, MindOCR's score: mean of P over the foreground bitmap pixels in the
             contour's bounding box; what MindOCR configs' ``box_thresh`` is calibrated for), "fast"
             (PaddleOCR's: mean of P inside the min-area box / approximated polygon) or "slow" (PaddleOCR's:
-            mean of P inside the contour). See the module docstring.
+            mean of P inside the contour). See docs/DESIGN_NOTES.md.
         use_dilation: dilate the bitmap with a 2x2 kernel before finding contours ("bitmap" scores still
             use the undilated foreground ``P >= binary_thresh``).
         pred_name: which map of a model output dict to use.
         rescale_fields: accepted for MindOCR configs (``["polys"]``); the polygons are always rescaled.
     """
 
-    def __init__(
-        self,
-        box_type: str = "quad",
-        binary_thresh: float = 0.3,
-        box_thresh: float = 0.7,
-        max_candidates: int = 1000,
-        expand_ratio: float = 1.5,
-        score_mode: str = "bitmap",
-        use_dilation: bool = False,
-        pred_name: str = "binary",
-        rescale_fields: Sequence[str] | None = None,
-    ) -> None:
+    def __init__(self, box_type: str = "quad", binary_thresh: float = 0.3, box_thresh: float = 0.7,
+                 max_candidates: int = 1000, expand_ratio: float = 1.5, score_mode: str = "bitmap",
+                 use_dilation: bool = False, pred_name: str = "binary",
+                 rescale_fields: Sequence[str] | None = None) -> None:
         if box_type not in _BOX_TYPES:
             raise ValueError(f"DBPostprocess: box_type must be one of {list(_BOX_TYPES)}, got {box_type!r}")
         if score_mode not in _SCORE_MODES:
@@ -184,26 +145,12 @@ class DBPostprocess:
         self.rescale_fields = list(rescale_fields) if rescale_fields is not None else ["polys"]
 
     def __repr__(self) -> str:
-        return (
-            f"DBPostprocess(box_type={self.box_type!r}, binary_thresh={self.binary_thresh}, "
-            f"box_thresh={self.box_thresh}, max_candidates={self.max_candidates}, expand_ratio={self.expand_ratio}, "
-            f"score_mode={self.score_mode!r}, use_dilation={self.use_dilation}, pred_name={self.pred_name!r})"
-        )
+        return component_repr(self, **{k: getattr(self, k) for k in _REPR_FIELDS})
 
     def __call__(self, pred: Any, shape_list: Any = None) -> list[dict[str, list]]:
-        """Post-process a batch.
-
-        Args:
-            pred: model output dict (uses ``pred_name``), or a tensor / array (N,1,H,W) or (N,H,W) of
-                probabilities (float32 avoids a conversion). A dict may also hold ``"bitmap"``: the
-                thresholded map ``P >= binary_thresh`` already computed (e.g. on the GPU), bool or uint8
-                (nonzero = text), (N,1,H,W) or (N,H,W), tensor or array; step 1's threshold is then skipped
-                (the probabilities are still needed, for the scores).
-            shape_list: (N, 4) ``[src_h, src_w, scale_h, scale_w]`` per image, or None to keep map pixels.
-
-        Returns:
-            One dict per image: ``{"polys": list of float32 (P, 2) arrays, "scores": list of float}``.
-        """
+        """``pred``: output dict (``pred_name``; optional ``"bitmap"``, the precomputed ``P >= binary_thresh``, bool or
+        uint8) or a tensor/array (N,1,H,W)/(N,H,W); ``shape_list``: (N, 4) ``[src_h, src_w, scale_h, scale_w]`` or
+        None (map pixels). Returns per image ``{"polys": list of float32 (P, 2), "scores": list of float}``."""
         maps = _to_numpy_maps(pred, self.pred_name)
         bitmaps = None
         if isinstance(pred, Mapping) and pred.get("bitmap") is not None:
@@ -234,10 +181,8 @@ class DBPostprocess:
         return results
 
     def extract(self, prob: np.ndarray, bitmap: np.ndarray | None = None) -> tuple[list[np.ndarray], list[float]]:
-        """Candidates of one (H, W) float32 probability map, in (unrounded, unclipped) map pixels.
-
-        ``bitmap``: the (H, W) uint8 foreground ``P >= binary_thresh`` when already computed.
-        """
+        """Candidates of one (H, W) float32 map in (unrounded, unclipped) map pixels; ``bitmap``: precomputed uint8
+        ``P >= binary_thresh`` or None."""
         if self.box_type == "quad":
             rects, scores = self._quad_rects(prob, bitmap)
             boxes = order_quads(box_points(np.array(rects, dtype=np.float64).reshape(-1, 5)))
@@ -279,9 +224,8 @@ class DBPostprocess:
         min_area = _MIN_SIDE * _MIN_SIDE
         candidates = [(c, r) for c in contours if ((r := cv2.boundingRect(c))[2] - 1) * (r[3] - 1) >= min_area]
         rects, scores = [], []
-        box_thresh, ratio, mode, mean, min_area_rect = (
-            self.box_thresh, self.expand_ratio, self.score_mode, cv2.mean, cv2.minAreaRect
-        )
+        box_thresh, ratio, mode = self.box_thresh, self.expand_ratio, self.score_mode
+        mean, min_area_rect = cv2.mean, cv2.minAreaRect
         for contour, (x, y, w, h) in candidates:
             rect = min_area_rect(contour)
             (cx, cy), (rw, rh), angle = rect
@@ -322,10 +266,8 @@ class DBPostprocess:
 
 def _rescale(polys: np.ndarray, map_hw: tuple[int, int], shape: Sequence[float] | None,
              copy: bool = True) -> np.ndarray:
-    """(K, P, 2) map pixels -> float32 original-image pixels (rounded after the division), clipped to the image.
-
-    ``copy=False``: ``polys`` (float64) may be overwritten.
-    """
+    """(K, P, 2) map pixels -> float32 image pixels (rounded after the division), clipped; ``copy=False``: a float64
+    ``polys`` may be overwritten."""
     polys = np.array(polys, dtype=np.float64, copy=copy)  # worked on in place
     if shape is None:
         h, w = map_hw
@@ -340,11 +282,8 @@ def _rescale(polys: np.ndarray, map_hw: tuple[int, int], shape: Sequence[float] 
 
 
 def _finish_quads(rects: list[tuple], map_hw: tuple[int, int], shape: Sequence[float] | None) -> list[np.ndarray]:
-    """Unclipped rectangles -> corners TL, TR, BR, BL, rescaled and clipped: a list of float32 (4, 2) arrays.
-
-    The corners in pure Python per box below ``_VECTORISE_FROM`` boxes (a numpy call costs about as much
-    as a box), with numpy above; the rescale with numpy, over all boxes at once.
-    """
+    """Unclipped rectangles -> float32 (4, 2) corners TL, TR, BR, BL, rescaled and clipped. Pure Python per box below
+    ``_VECTORISE_FROM`` boxes (a numpy call costs about a box), numpy above."""
     if not rects:
         return []
     if len(rects) >= _VECTORISE_FROM:
