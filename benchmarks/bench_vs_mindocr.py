@@ -3,11 +3,12 @@
 Runs under a Python that has BOTH textdet and MindOCR (MindSpore) installed, e.g. a throw-away venv
 outside the repository (never the system Python, never CI)::
 
-    python -m venv /tmp/mindocr-venv
-    /tmp/mindocr-venv/bin/pip install torch==2.13.0 mindspore==2.7.0 mindocr==0.5.0 "huggingface_hub<1.0" \
-        opencv-python-headless pyclipper "shapely>=2" PyYAML tqdm "pillow>=10.1" numpy
-    /tmp/mindocr-venv/bin/pip install -e . --no-deps
-    /tmp/mindocr-venv/bin/python benchmarks/bench_vs_mindocr.py [--data DIR] [--json]
+    python -m venv ~/venvs/mindocr && V=~/venvs/mindocr/bin
+    $V/pip install torch==2.13.0 mindspore==2.7.0 mindocr==0.5.0 "huggingface_hub<1.0" \
+        opencv-python-headless pyclipper PyYAML tqdm numpy
+    $V/pip install "shapely>=2" "pillow>=10.1"     # a second step: mindocr's pins refuse them in one resolve
+    $V/pip install -e . --no-deps
+    $V/python benchmarks/bench_vs_mindocr.py [--data DIR] [--json]
 
 (mindocr 0.5.0 pins shapely~=1.8 and Pillow<=9.5; textdet needs shapely>=2 and Pillow>=10.1, which
 MindOCR's detection code works with, so the venv has the newer ones: both sides then use the very

@@ -11,9 +11,9 @@ Data and references are public repositories checked out OUTSIDE this one (nothin
 
 Run::
 
-    python -m venv /tmp/tiouvenv && /tmp/tiouvenv/bin/pip install Polygon3 numpy
+    python -m venv ~/venvs/tiou && ~/venvs/tiou/bin/pip install Polygon3 numpy
     python benchmarks/check_protocols_reference.py --tiou-repo TIoU-metric-python3 --db-repo DB \
-        --tiou-python /tmp/tiouvenv/bin/python
+        --tiou-python ~/venvs/tiou/bin/python
 
 Result on 2026-12-02 (2-core shared CPU machine): all three protocols agree to 1e-15 (see README,
 "What the numbers mean").
