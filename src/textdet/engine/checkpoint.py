@@ -17,7 +17,7 @@ from textdet import device
 from textdet.config import Config
 from textdet.errors import ConfigError, TextdetError
 from textdet.hub import download, is_url, safe_load
-from textdet.models import read_state_dict
+from textdet.models import read_state_dict, strip_wrappers
 
 
 def atomic_save(obj: Any, path: str) -> None:
@@ -66,7 +66,7 @@ def load_checkpoint(path: str, what: str) -> dict:
 def model_state(obj: dict) -> dict:
     """The model weights of a checkpoint: our ``{"model": ...}`` files or a bare state_dict."""
     state = obj.get("model", obj)
-    return {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
+    return strip_wrappers(state)
 
 
 def seed_everything(seed: int, rank: int) -> None:

@@ -86,7 +86,12 @@ def read_state_dict(path: str | os.PathLike, what: str = "weights") -> dict[str,
             f"{what}: {str(path)!r} is not a state_dict (nor a dict with a 'model' state_dict); "
             f"got {type(obj).__name__}"
         )
-    return {_WRAPPERS.sub("", k): v for k, v in obj.items()}
+    return strip_wrappers(obj)
+
+
+def strip_wrappers(state: Mapping) -> dict:
+    """Drop the ``module.``/``_orig_mod.`` prefixes DDP and torch.compile put on parameter names."""
+    return {_WRAPPERS.sub("", k): v for k, v in state.items()}
 
 
 def load_backbone_weights(
