@@ -122,6 +122,7 @@ class TrainConfig:
     ema: bool = False
     ema_decay: float = 0.9999
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
+    targets_on_device: bool | str = "auto"  # textdet: DB maps built per batch on the device; auto = on cuda/npu/xpu
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)

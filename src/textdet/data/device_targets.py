@@ -141,10 +141,16 @@ def _pixel_values(px: torch.Tensor, py: torch.Tensor, a: torch.Tensor, kind: tor
     inside = ((spans & (px[:, None] < x_cross)).sum(1) % 2) == 1
     filled = inside | on_line
     outline = kind == OUTLINE
-    length = (ex * ex + ey * ey).sqrt()
-    half = torch.where(length > 0, 0.5 * torch.maximum(ex.abs(), ey.abs()) / length.clamp_min(1e-12), 0.5)
+    # pyclipper pads the rounded polygon: measure the mask's distance from it (the map keeps the exact one).
+    ar = a.round()
+    er = torch.roll(ar, -1, dims=1) - ar
+    qx, qy = px[:, None] - ar[..., 0], py[:, None] - ar[..., 1]
+    length2 = (er * er).sum(-1)
+    t = ((qx * er[..., 0] + qy * er[..., 1]) / length2.clamp_min(1e-12)).clamp(0.0, 1.0)
+    rdist = ((qx - t * er[..., 0]).square() + (qy - t * er[..., 1]).square()).sqrt()
+    half = torch.where(length2 > 0, 0.5 * er.abs().amax(-1) / length2.sqrt().clamp_min(1e-12), 0.5)
     thresh = torch.where(outline, (1.0 - dist / dist_d.clamp_min(1e-6)).clamp_min(0.0), 0.0)
-    tmask = outline & (inside | ((edge_dist - half).amin(1) <= dist_d))
+    tmask = outline & (inside | ((rdist - half).amin(1) <= dist_d))
     return torch.stack([(filled & (kind == PIECE)).float(), (filled & (kind == IGNORED)).float(), thresh,
                         tmask.float()], 1)
 
@@ -155,6 +161,8 @@ class DeviceTargets:
     Returns ``binary_map`` (B, 1, H, W), ``mask``, ``thresh_map``, ``thresh_mask`` (B, H, W), all float32 (the loss
     casts to fp32 anyway). ``chunk``: pixel-vertex pairs per batched pass (memory bound).
     """
+
+    columns = COLUMNS  # the batch keys it consumes
 
     def __init__(self, thresh_min: float = 0.3, thresh_max: float = 0.7, chunk: int = _CHUNK) -> None:
         self.thresh_min, self.thresh_max, self.chunk = float(thresh_min), float(thresh_max), int(chunk)

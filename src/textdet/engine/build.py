@@ -16,6 +16,7 @@ from textdet.config import Config
 from textdet.config.components import check_kwargs, lookup
 from textdet.config.loader import located
 from textdet.data.dataset import DetDataset, build_loader
+from textdet.data.device_targets import device_columns, wants_device_targets
 from textdet.data.pipeline import Compose, FusedNormalize, build_transforms
 from textdet.data.resize import NormalizeImage, ToCHWImage
 from textdet.errors import ConfigError
@@ -81,6 +82,8 @@ def check_model_specs(cfg: Config) -> dict[str, dict]:
 def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval")) -> None:
     """Every cheap check first, so a typo anywhere fails in about a second, before data or model work."""
     check_columns(cfg, splits)
+    with located(cfg, "train.targets_on_device"):
+        wants_device_targets(cfg.train.targets_on_device, torch.device("cpu"))
     check_model_specs(cfg)
     build_loss_from_config(cfg)
     build_postprocess_from_config(cfg)
@@ -148,11 +151,13 @@ def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Com
                            "swap_rb": bool(norm.bgr_to_rgb or norm.rgb_to_bgr)}
 
 
-def build_dataset(cfg: Config, split: str, pipeline: Compose) -> DetDataset:
+def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bool = False) -> DetDataset:
+    """``device_targets``: the workers ship polygon arrays instead of the four DB maps (split_device_targets)."""
     ds = getattr(cfg, split).dataset
     if ds.type not in ("DetDataset",):
         raise ConfigError(f"{split}.dataset.type: unknown dataset '{ds.type}' (valid: DetDataset)")
-    return DetDataset(ds.dataset_root, ds.data_dir, ds.label_file, pipeline, ds.output_columns,
+    columns = device_columns(ds.output_columns) if device_targets else ds.output_columns
+    return DetDataset(ds.dataset_root, ds.data_dir, ds.label_file, pipeline, columns,
                       sample_ratio=ds.sample_ratio, seed=cfg.system.seed, config_prefix=f"{split}.dataset",
                       cache_images=ds.cache_images)
 

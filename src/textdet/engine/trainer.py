@@ -16,6 +16,7 @@ from torch import nn
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
+from textdet.data.pipeline import split_device_targets
 from textdet.device import is_accelerator, pick_device, synchronize
 from textdet.engine import build, distributed
 from textdet.engine.amp import LossScaler, amp_settings
@@ -84,7 +85,7 @@ class Trainer:
         self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
         if resume_path:
             self._resume(resume_path)
-        self.feed = DeviceInput(self.device, self.normalize, channels_last=is_accelerator(self.device))
+        self.feed = DeviceInput(self.device, self.normalize, is_accelerator(self.device), targets=self.targets)
         self.evaluator = None
         if self.evaluate_enabled:
             eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
@@ -101,7 +102,8 @@ class Trainer:
         build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
         on_gpu = is_accelerator(self.device)
         train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), on_gpu)
-        self.train_set = build.build_dataset(cfg, "train", train_pipe)
+        train_pipe, self.targets = split_device_targets(train_pipe, cfg.train.targets_on_device, self.device)
+        self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None)
         self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
         self.eval_set = None
         if self.evaluate_enabled:
