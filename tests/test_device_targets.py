@@ -116,7 +116,7 @@ def test_chunks_do_not_change_the_maps():
     samples = [sample(random_polys(rng, 128), None, 128, 128) for _ in range(2)]
     packed = [PackPolygons(ShrinkBinaryMap(), BorderMap())(dict(s)) for s in samples]
     batch = {c: torch.from_numpy(np.stack([p[c] for p in packed])) for c in COLUMNS}
-    whole, chunked = DeviceTargets()(batch, (128, 128), CPU), DeviceTargets(chunk=1000)(batch, (128, 128), CPU)
+    whole, chunked = DeviceTargets()(batch, (128, 128), CPU), DeviceTargets(chunk=2_000_000)(batch, (128, 128), CPU)
     for k in whole:
         torch.testing.assert_close(whole[k], chunked[k], rtol=0, atol=0)
 
