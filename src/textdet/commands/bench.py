@@ -24,6 +24,7 @@ from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_pr
 from textdet.commands.bench_infer import pick as _device
 from textdet.config import load_config
 from textdet.data.geometric import RandomCropWithBBox
+from textdet.data.pipeline import split_device_targets
 from textdet.device import synchronize
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
@@ -87,10 +88,23 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     loader = build.build_split_loader(cfg, "train", dataset, 0, 1, device)
     workers = loader.num_workers  # the engine caps the configured count at the available cores
     rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
+    # train.targets_on_device: the same workers without ShrinkBinaryMap/BorderMap (the split pipeline keeps the
+    # filled image cache) and the device half timed per batch on this device.
+    dev_pipe, targets = split_device_targets(pipe, True, device) if "ShrinkBinaryMap" in stats else (pipe, None)
+    dev_rate = targets_ms = None
+    if targets is not None:
+        dev_set = build.build_dataset(cfg, "train", dev_pipe, device_targets=True)
+        dev_loader = build.build_split_loader(cfg, "train", dev_set, 0, 1, device)
+        dev_rate = _loader_rate(dev_loader, n, skip=max(workers, 1), column=dev_set.output_columns[0])
+        batch = next(iter(dev_loader))
+        hw = batch["image"].shape[1:3] if batch["image"].dtype == torch.uint8 else batch["image"].shape[-2:]
+        targets_ms = 1000 * _median_seconds(lambda: targets(batch, hw, device), 5, 1, device)
     return {
         "samples_per_s": used / max(steady, 1e-9),
         "samples_per_s_first_epoch": used / max(first, 1e-9),
         "samples_per_s_workers": rate_workers,
+        "samples_per_s_workers_targets_on_device": dev_rate,
+        "targets_on_device_ms_per_batch": targets_ms,
         "num_workers": workers,
         "num_workers_config": cfg.train.loader.num_workers,
         "ms_per_sample": 1000 * steady / max(used, 1),
