@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import RECIPE, tiny_overrides
 from textdet.config import load_config
 from textdet.data.device_targets import COLUMNS, DeviceTargets, PackPolygons, device_columns, wants_device_targets
 from textdet.data.pipeline import Compose, split_device_targets
@@ -22,8 +23,6 @@ from textdet.engine import build
 from textdet.engine.feed import DeviceInput
 from textdet.errors import ConfigError, SampleError
 from textdet.loss import build_loss
-
-from conftest import RECIPE, tiny_overrides
 
 RECT = np.array([[20, 30], [120, 30], [120, 70], [20, 70]], dtype=np.float32)
 CPU = torch.device("cpu")
@@ -160,8 +159,9 @@ def test_feed_builds_the_maps_of_the_cpu_pipeline_and_the_same_loss(synth_root, 
     raw = {k: torch.from_numpy(np.stack([packed[i][k] for i in range(4)])) for k in packed[0] if k != "_skipped"}
     dev = DeviceInput(CPU, targets=targets)(raw)
     assert not set(COLUMNS) & set(dev)
-    preds = {k: torch.rand(ref["image"].shape[0], 1, *ref["image"].shape[-2:], generator=torch.Generator().manual_seed(0))
-             for k in ("binary", "thresh", "thresh_binary")}
+    gen = torch.Generator().manual_seed(0)
+    shape = (4, 1, *ref["image"].shape[-2:])
+    preds = {k: torch.rand(shape, generator=gen) for k in ("binary", "thresh", "thresh_binary")}
     loss = build_loss("DBLoss")
     maps = ("binary_map", "mask", "thresh_map", "thresh_mask")
     expected = loss(preds, **{k: ref[k] for k in maps})["loss"]

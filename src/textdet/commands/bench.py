@@ -91,11 +91,13 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     # train.targets_on_device: the same workers without ShrinkBinaryMap/BorderMap (the split pipeline keeps the
     # filled image cache) and the device half timed per batch on this device.
     dev_pipe, targets = split_device_targets(pipe, True, device) if "ShrinkBinaryMap" in stats else (pipe, None)
-    dev_rate = targets_ms = None
+    dev_rate = targets_ms = dev_mb = None
     if targets is not None:
         dev_set = build.build_dataset(cfg, "train", dev_pipe, device_targets=True)
         dev_loader = build.build_split_loader(cfg, "train", dev_set, 0, 1, device)
         dev_rate = _loader_rate(dev_loader, n, skip=max(workers, 1), column=dev_set.output_columns[0])
+        dev_sample = dev_set[0]
+        dev_mb = sum(getattr(dev_sample.get(c), "nbytes", 0) for c in dev_set.output_columns) / 1e6
         batch = next(iter(dev_loader))
         hw = batch["image"].shape[1:3] if batch["image"].dtype == torch.uint8 else batch["image"].shape[-2:]
         targets_ms = 1000 * _median_seconds(lambda: targets(batch, hw, device), 5, 1, device)
@@ -109,6 +111,7 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
         "num_workers_config": cfg.train.loader.num_workers,
         "ms_per_sample": 1000 * steady / max(used, 1),
         "mb_per_sample_shipped": shipped / 1e6,
+        "mb_per_sample_shipped_targets_on_device": dev_mb,
         "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
         "n": n,
         "skipped": n - used,

@@ -26,8 +26,8 @@ __all__ = ["COLUMNS", "DeviceTargets", "PackPolygons", "device_columns", "wants_
 COLUMNS = ("target_polys", "target_kinds", "target_dists")  # what workers ship instead of the four maps
 OUTLINE, PIECE, IGNORED = 1, 2, 3  # target_kinds
 MAP_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
-# Pixel-vertex pairs per chunk: bounds the (pixels, vertices) temporaries (~64 MB each in float32).
-_CHUNK = 1 << 24
+# Pixel-vertex pairs per chunk: bounds the (pixels, vertices) temporaries (~32 MB each in float32).
+_CHUNK = 1 << 23
 # cv2.fillPoly also fills the pixels an outline passes through: grow the outline by half a pixel (diagonal) to match.
 _EDGE = 0.5 * math.sqrt(2.0)
 
