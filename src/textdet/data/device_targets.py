@@ -18,6 +18,7 @@ import torch
 
 from textdet.config.components import component_repr
 from textdet.data.targets import polys_and_tags, shrink_polygon
+from textdet.device import is_accelerator
 from textdet.errors import ConfigError, SampleError
 from textdet.geometry import shrink_distance
 
@@ -35,7 +36,7 @@ _EDGE = 0.5 * math.sqrt(2.0)
 def wants_device_targets(value: Any, device: torch.device) -> bool:
     """``train.targets_on_device``: auto (on for cuda/npu/xpu, off on the CPU and MPS), true or false."""
     if value == "auto":
-        return device.type in ("cuda", "npu", "xpu")
+        return is_accelerator(device) and device.type != "mps"  # cuda, npu, xpu (MPS: untested)
     if isinstance(value, bool):
         return value
     raise ConfigError(f"train.targets_on_device must be auto, true or false, got {value!r}")
