@@ -16,8 +16,15 @@ import torch
 
 from conftest import RECIPE, tiny_overrides
 from textdet.config import load_config
-from textdet.data.device_targets import COLUMNS, DeviceTargets, PackPolygons, device_columns, wants_device_targets
-from textdet.data.pipeline import Compose, split_device_targets
+from textdet.data.device_targets import (
+    COLUMNS,
+    DeviceTargets,
+    PackPolygons,
+    device_columns,
+    split_device_targets,
+    wants_device_targets,
+)
+from textdet.data.pipeline import Compose
 from textdet.data.targets import BorderMap, ShrinkBinaryMap
 from textdet.engine import build
 from textdet.engine.feed import DeviceInput

@@ -23,8 +23,8 @@ import torch
 from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
 from textdet.commands.bench_infer import pick as _device
 from textdet.config import load_config
+from textdet.data.device_targets import split_device_targets
 from textdet.data.geometric import RandomCropWithBBox
-from textdet.data.pipeline import split_device_targets
 from textdet.device import synchronize
 from textdet.engine import build
 from textdet.engine.amp import amp_settings

@@ -17,12 +17,13 @@ import numpy as np
 import torch
 
 from textdet.config.components import component_repr
-from textdet.data.targets import polys_and_tags, shrink_polygon
+from textdet.data.pipeline import Compose
+from textdet.data.targets import BorderMap, ShrinkBinaryMap, polys_and_tags, shrink_polygon
 from textdet.device import is_accelerator
 from textdet.errors import ConfigError, SampleError
 from textdet.geometry import shrink_distance
 
-__all__ = ["COLUMNS", "DeviceTargets", "PackPolygons", "device_columns", "wants_device_targets"]
+__all__ = ["COLUMNS", "DeviceTargets", "PackPolygons", "device_columns", "split_device_targets", "wants_device_targets"]
 
 COLUMNS = ("target_polys", "target_kinds", "target_dists")  # what workers ship instead of the four maps
 OUTLINE, PIECE, IGNORED = 1, 2, 3  # target_kinds
@@ -197,3 +198,23 @@ class DeviceTargets:
         scale = self.thresh_max - self.thresh_min
         return {"binary_map": binary[:, None], "mask": 1.0 - gone, "thresh_map": value * scale + self.thresh_min,
                 "thresh_mask": tmask}
+
+
+def split_device_targets(pipeline: Compose, option: Any, device: torch.device) -> tuple[Compose, DeviceTargets | None]:
+    """``train.targets_on_device``: ShrinkBinaryMap + BorderMap become PackPolygons (workers) and the returned
+    DeviceTargets (run on each batch by the trainer's feed). Unchanged, with None, when the option is off."""
+    if not wants_device_targets(option, device):
+        return pipeline, None
+    ts = list(pipeline.transforms)
+    shrink = [i for i, t in enumerate(ts) if isinstance(t, ShrinkBinaryMap)]
+    border = [i for i, t in enumerate(ts) if isinstance(t, BorderMap)]
+    if len(shrink) != 1 or len(border) != 1 or border[0] < shrink[0]:
+        if option is True:
+            raise ConfigError("train.targets_on_device: true needs one ShrinkBinaryMap followed by one BorderMap in "
+                              f"train.dataset.transform_pipeline (found {len(shrink)} and {len(border)}); set it to "
+                              "auto or false")
+        return pipeline, None
+    s, b = ts[shrink[0]], ts[border[0]]
+    ts[shrink[0]] = PackPolygons(s, b)
+    del ts[border[0]]
+    return Compose(ts), DeviceTargets(b.thresh_min, b.thresh_max)

@@ -12,13 +12,11 @@ from typing import Any
 
 import cv2
 import numpy as np
-import torch
 
 from textdet.config.components import build_component
 from textdet.data import colour, decode, geometric, resize
 from textdet.data.colour import RandomColorAdjust
 from textdet.data.decode import Sample
-from textdet.data.device_targets import DeviceTargets, PackPolygons, wants_device_targets
 from textdet.data.geometric import (
     RandomCropWithBBox,
     RandomHorizontalFlip,
@@ -254,23 +252,3 @@ def build_transforms(pipeline: list[dict | str], fuse: bool = True) -> Compose:
         raise ConfigError(f"transform_pipeline must be a list, got {type(pipeline).__name__}")
     transforms = [build_transform(entry, i) for i, entry in enumerate(pipeline)]
     return Compose(fuse_normalize(fuse_geometry(transforms)) if fuse else transforms)
-
-
-def split_device_targets(pipeline: Compose, option: Any, device: torch.device) -> tuple[Compose, DeviceTargets | None]:
-    """``train.targets_on_device``: ShrinkBinaryMap + BorderMap become PackPolygons (workers) and the returned
-    DeviceTargets (run on each batch by the trainer's feed). Unchanged, with None, when the option is off."""
-    if not wants_device_targets(option, device):
-        return pipeline, None
-    ts = list(pipeline.transforms)
-    shrink = [i for i, t in enumerate(ts) if isinstance(t, ShrinkBinaryMap)]
-    border = [i for i, t in enumerate(ts) if isinstance(t, BorderMap)]
-    if len(shrink) != 1 or len(border) != 1 or border[0] < shrink[0]:
-        if option is True:
-            raise ConfigError("train.targets_on_device: true needs one ShrinkBinaryMap followed by one BorderMap in "
-                              f"train.dataset.transform_pipeline (found {len(shrink)} and {len(border)}); set it to "
-                              "auto or false")
-        return pipeline, None
-    s, b = ts[shrink[0]], ts[border[0]]
-    ts[shrink[0]] = PackPolygons(s, b)
-    del ts[border[0]]
-    return Compose(ts), DeviceTargets(b.thresh_min, b.thresh_max)

@@ -16,7 +16,7 @@ from torch import nn
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
-from textdet.data.pipeline import split_device_targets
+from textdet.data.device_targets import split_device_targets
 from textdet.device import is_accelerator, pick_device, synchronize
 from textdet.engine import build, distributed
 from textdet.engine.amp import LossScaler, amp_settings
