@@ -9,10 +9,9 @@ import os
 import sys
 import time
 
-from textdet import DEVICE_HELP, __version__
+from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET, DEVICE_HELP, __version__
 from textdet.data.formats import FORMATS
 from textdet.errors import ConfigError, TextdetError
-from textdet.export import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
 _T_MAIN = time.time()
 
@@ -214,45 +213,17 @@ def load_cfg(args: argparse.Namespace):
     return load_config(RECIPE, base + list(args.opt))
 
 
-def preflight(cfg) -> None:
-    """The torch-free checks (data paths, pipelines, post-processing and metric sections), run before
-    ``import torch`` (1.5-2 s) so the common mistakes fail in well under 2 s."""
-    from textdet.config.components import MODEL_PART_NAMES, lookup
-    from textdet.config.loader import located
-    from textdet.data.labels import check_dataset_paths
-    from textdet.data.pipeline import build_transforms
-    from textdet.metrics import build_metric
-    from textdet.postprocess import build_postprocess
-
-    splits = [s for s in (("train", "eval") if cfg.system.val_while_train else ("train",))
-              if getattr(cfg, s).dataset.transform_pipeline]
-    for part, names in MODEL_PART_NAMES.items():
-        name = (getattr(cfg.model, part) or {}).get("name")
-        if name is not None:
-            with located(cfg, f"model.{part}.name"):
-                lookup(dict.fromkeys(names), name, f"model.{part}.name", part)
-    for split in splits:  # the config's own mistakes first, then the file system's
-        with located(cfg, f"{split}.dataset.transform_pipeline"):
-            build_transforms(getattr(cfg, split).dataset.transform_pipeline)
-    for key, make in (("postprocess", build_postprocess), ("metric", build_metric)):
-        spec = dict(getattr(cfg, key))
-        with located(cfg, key):
-            make(spec.pop("name", None), **spec)
-    for split in splits:
-        ds = getattr(cfg, split).dataset
-        check_dataset_paths(ds.dataset_root, ds.data_dir, ds.label_file, f"{split}.dataset")
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     from textdet.engine.startup import StartupTimer
+    from textdet.engine.validate import train_splits, validate
 
     startup = StartupTimer()
     startup.stages["python start"] = _T_MAIN - startup.t0
     startup.last = _T_MAIN
     if not args.config:  # the one-time data generation gets its own row, not folded into another stage
         startup.mark(f"built-in data ({'generated, once' if ensure_builtin_data() else 'cached'})")
-    cfg = load_cfg(args)  # YAML errors surface before the seconds spent importing torch
-    preflight(cfg)
+    cfg = load_cfg(args)  # config and data errors surface before the seconds spent importing torch
+    pipelines = validate(cfg, train_splits(cfg))
     startup.mark("config")
     import torch  # noqa: F401  (timed as the import stage)
 
@@ -260,7 +231,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     startup.mark("imports")
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
-                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite)
+                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite,
+                      pipelines=pipelines)
     if args.dry_run:
         from textdet.engine.report import banner
 

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 from textdet.errors import TextdetError
 
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     from textdet.config import Config
 
 INPUT_NAME, OUTPUT_NAME = "x", "binary"
-DEFAULT_OPSET = 17
-DEFAULT_EXPORT_HW = (640, 640)  # when the config's DetResize has no target_size
 MAX_ABS_DIFF = 1e-3  # ONNX Runtime vs PyTorch probability maps, fp32
 BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a rounded corner by 1 px
 
@@ -120,19 +119,19 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
     """
     import torch
 
-    from textdet.engine import build
     from textdet.engine.amp import amp_settings
     from textdet.engine.evaluator import evaluate
+    from textdet.engine.validate import validate
 
-    build.check_columns(cfg, ("eval",))
-    cpu = torch.device("cpu")
-    result = evaluate(cfg, OnnxModel(onnx_path, device=device), onnx_path, cpu, False, amp_settings("O0", "cpu"),
-                      progress, sweep)
+    pipeline = validate(cfg, ("eval",), model=False)["eval"]
+    model, cpu = OnnxModel(onnx_path, device=device), torch.device("cpu")
+    result = evaluate(cfg, pipeline, model, onnx_path, cpu, False, amp_settings("O0", "cpu"), progress, sweep)
     return {**result, "onnx": result["checkpoint"]}
 
 
 # ----------------------------------------------------------------------------- export
-def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640, opset: int = DEFAULT_OPSET) -> str:
+def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0], width: int = DEFAULT_EXPORT_HW[1],
+                opset: int = DEFAULT_OPSET) -> str:
     """Trace ``model`` in eval mode on a (1, 3, height, width) example and write ``path`` atomically; batch, H, W are
     dynamic and the eval output ``{"binary": P}`` becomes the one output ``binary``."""
     import torch

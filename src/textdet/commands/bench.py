@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
-from textdet.commands.bench_infer import pick as _device
 from textdet.config import load_config
 from textdet.data.geometric import RandomCropWithBBox
+from textdet.device import pick_device as _device
 from textdet.device import synchronize
 from textdet.engine import build
 from textdet.engine.amp import amp_settings

@@ -29,10 +29,6 @@ from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_
 POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
 
 
-def pick(name: str | None):
-    return pick_device(name)
-
-
 # ------------------------------------------------------------------------------------------------ postprocess
 def bench_postprocess(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """ms per map of the config's DBPostprocess, on saved maps (--maps) or maps drawn from eval GT."""
@@ -106,8 +102,7 @@ def _read_shapes(path: str) -> dict[str, tuple[float, float]]:
 
 def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
     """Probability maps like a trained DBNet's: eval GT shrunk (ShrinkBinaryMap), filled, faint noise, blurred."""
-    build.validate(cfg, ("eval",))
-    pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "eval"))  # only the geometry is needed
+    pipe, _ = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"])  # only the geometry is needed
     dataset = build.build_dataset(cfg, "eval", pipe)
     shrink = ShrinkBinaryMap(min_text_size=1, shrink_ratio=0.4)
     seed = cfg.system.seed
@@ -143,10 +138,9 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
     ``ms_per_image`` per part; post-processing and metric overlap the next forward, so parts may exceed the total.
     """
-    device = pick(args.device)
-    build.validate(cfg, ("eval",))
+    device = pick_device(args.device)
+    pipe, normalize = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"], device.type != "cpu")
     ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type != "cpu")
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
     model = build.build_model_from_config(cfg, pretrained_backbone=False)
@@ -170,7 +164,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s of the ``Detector`` API (decode, resize, normalise, forward, post-process) on eval images."""
-    device = pick(args.device)
+    device = pick_device(args.device)
     build.validate(cfg, ("eval",))
     ds = cfg.eval.dataset
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from textdet import DEFAULT_EXPORT_HW
 from textdet.config import load_config
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
@@ -20,7 +21,6 @@ from textdet.engine.checkpoint import load_weights
 from textdet.errors import DataError, TextdetError
 from textdet.export import (
     BOX_TOLERANCE_PX,
-    DEFAULT_EXPORT_HW,
     INPUT_NAME,
     MAX_ABS_DIFF,
     OUTPUT_NAME,

@@ -13,11 +13,13 @@ from torch import nn
 from tqdm import tqdm
 
 from textdet.config import Config
+from textdet.data.pipeline import Compose
 from textdet.device import is_accelerator, pick_device
 from textdet.engine import build, distributed
 from textdet.engine.amp import AmpSettings, amp_settings
 from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.feed import DeviceInput
+from textdet.engine.validate import validate
 
 
 def progress_bar(show: bool, total: int, desc: str):
@@ -172,10 +174,11 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
     return out
 
 
-def evaluate(cfg: Config, model, checkpoint: str, dev: torch.device, normalize_on_device: bool, amp: AmpSettings,
-             progress: bool = False, sweep: bool = False) -> dict:
-    """The config's eval set through ``model`` (a torch module or an ``export.OnnxModel``): both eval paths' wiring."""
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), normalize_on_device)
+def evaluate(cfg: Config, pipeline: Compose, model, checkpoint: str, dev: torch.device, normalize_on_device: bool,
+             amp: AmpSettings, progress: bool = False, sweep: bool = False) -> dict:
+    """The config's eval set (``pipeline`` from ``validate``) through ``model`` (a torch module or an
+    ``export.OnnxModel``): both eval paths' wiring."""
+    pipe, normalize = build.split_device_normalize(pipeline, normalize_on_device)
     loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, dev)
     post, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
     evaluator = Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress,
@@ -186,11 +189,11 @@ def evaluate(cfg: Config, model, checkpoint: str, dev: torch.device, normalize_o
 def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
                         progress: bool = False, sweep: bool = False) -> dict:
     """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep)."""
-    build.validate(cfg, ("eval",))
+    pipeline = validate(cfg, ("eval",))["eval"]
     path = resolve_ckpt(cfg, ckpt)
     dev = pick_device(device)
     model = build.build_model_from_config(cfg, pretrained_backbone=False)
     load_weights(model, path, "--ckpt" if ckpt else "eval.ckpt_load_path")
     model.to(dev).eval()
-    return evaluate(cfg, model, path, dev, is_accelerator(dev), amp_settings(cfg.system.amp_level_infer, dev.type),
-                    progress, sweep)
+    amp = amp_settings(cfg.system.amp_level_infer, dev.type)
+    return evaluate(cfg, pipeline, model, path, dev, is_accelerator(dev), amp, progress, sweep)

@@ -39,6 +39,7 @@ from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
+from textdet.engine.validate import LOSS_COLUMNS, train_splits, validate
 from textdet.errors import ConfigError, TextdetError
 from textdet.models import count_parameters
 
@@ -53,10 +54,12 @@ class Trainer:
     """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
     ``device``: None picks CUDA when available; ``compile``: "auto" (system.mode 0 on CUDA), "on", "off";
     ``progress``: tqdm bars (None: when stdout is a TTY); ``startup``: the CLI's launch timer;
-    ``overwrite``: a fresh run may replace another run's files in ``train.ckpt_save_dir``."""
+    ``overwrite``: a fresh run may replace another run's files in ``train.ckpt_save_dir``; ``pipelines``: what
+    ``engine.validate.validate`` returned (the CLI validates before importing torch), None validates here."""
 
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
-                 startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False):
+                 startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False,
+                 pipelines: dict | None = None):
         self.cfg, self.dry_run = cfg, dry_run
         self.startup = startup or StartupTimer()
         self.device = pick_device(device)
@@ -74,7 +77,7 @@ class Trainer:
         for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
             logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("device + checks setup")
-        self._build_data(resume_path)
+        self._build_data(resume_path, pipelines or validate(cfg, train_splits(cfg)))
         self._build_model(resume_path)
         self._build_optimisation()
         self._wrap(compile)
@@ -95,17 +98,18 @@ class Trainer:
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
-    def _build_data(self, resume_path: str | None) -> None:
-        """Checks first, then data: a typo or a wrong path fails in seconds, before any model is built."""
+    def _build_data(self, resume_path: str | None, pipelines: dict) -> None:
+        """Checks first (model and loss arguments too), then data: a typo or a wrong path fails in seconds."""
         cfg, dry_run = self.cfg, self.dry_run
-        build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
+        build.check_model_specs(cfg)
+        self.loss_fn = build.build_loss_from_config(cfg)
         on_gpu = is_accelerator(self.device)
-        train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), on_gpu)
+        train_pipe, self.normalize = build.split_device_normalize(pipelines["train"], on_gpu)
         self.train_set = build.build_dataset(cfg, "train", train_pipe)
-        self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
+        self.evaluate_enabled = "eval" in pipelines
         self.eval_set = None
         if self.evaluate_enabled:
-            eval_pipe, self.eval_normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), on_gpu)
+            eval_pipe, self.eval_normalize = build.split_device_normalize(pipelines["eval"], on_gpu)
             self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
         self.train_loader = build.build_split_loader(cfg, "train", self.train_set, self.dist.rank,
                                                      self.dist.world_size, self.device)
@@ -132,7 +136,7 @@ class Trainer:
         if is_accelerator(self.device):
             model.to(memory_format=torch.channels_last)
         self.model = model  # the raw module: checkpoints and EMA read it
-        self.loss_fn = build.build_loss_from_config(cfg).to(self.device)
+        self.loss_fn.to(self.device)
 
     def _build_optimisation(self) -> None:
         """Accumulation, LR schedule, optimizer, loss scaler and EMA."""
@@ -288,7 +292,7 @@ class Trainer:
         with no_sync():
             with self.amp.context():
                 preds = self.forward_model(batch["image"])
-            losses = self.loss_fn(preds, **{k: batch[k] for k in build.LOSS_COLUMNS if k in batch})
+            losses = self.loss_fn(preds, **{k: batch[k] for k in LOSS_COLUMNS if k in batch})
             self.scaler.scale_loss(losses["loss"] / self.accum).backward()
         return losses
 
