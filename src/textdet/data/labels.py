@@ -19,6 +19,7 @@ import numpy as np
 
 from textdet.errors import DataError
 from textdet.geometry import polygon_area
+from textdet.icdar import parse_gt
 
 # Polygons whose area is below this (in square pixels) are treated as zero-area: collinear
 # points written as floats rarely give an exact 0.
@@ -270,33 +271,6 @@ def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
 _GT_NAME = re.compile(r"^gt_img_(\d+)\.txt$")
 
 
-def _icdar_number(text: str) -> int | float:
-    v = float(text)  # raises ValueError for non-numbers
-    if not math.isfinite(v):
-        raise ValueError(text)
-    return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
-
-
-def _read_icdar_gt(path: str) -> list[dict]:
-    with open(path, encoding="utf-8-sig") as f:
-        text = f.read()
-    anns = []
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        line = line.rstrip("\r")
-        if not line.strip():
-            continue
-        parts = line.split(",", 8)  # the transcription may itself contain commas
-        if len(parts) < 9:
-            raise DataError(f"{path}:{line_no}: expected 'x1,y1,...,x4,y4,transcription', got {line!r}")
-        try:
-            coords = [_icdar_number(p.strip()) for p in parts[:8]]
-        except ValueError:
-            raise DataError(f"{path}:{line_no}: non-numeric coordinate in {line!r}") from None
-        points = [[coords[i], coords[i + 1]] for i in range(0, 8, 2)]
-        anns.append({"transcription": parts[8], "points": points})
-    return anns
-
-
 def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ext: str = ".jpg") -> int:
     """Convert raw ICDAR2015 ``gt_img_N.txt`` files (BOM fine) into one MindOCR label file; returns the image count.
 
@@ -315,7 +289,9 @@ def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ex
     prefix = image_prefix if not image_prefix or image_prefix.endswith("/") else image_prefix + "/"
     lines = []
     for n, name in numbered:
-        anns = _read_icdar_gt(os.path.join(gt_dir, name))
+        with open(os.path.join(gt_dir, name), encoding="utf-8-sig") as f:
+            rows = parse_gt(f.read(), os.path.join(gt_dir, name))
+        anns = [{"transcription": text, "points": points} for points, text in rows]
         lines.append(format_label_line(f"{prefix}img_{n}{image_ext}", anns))
     parent = os.path.dirname(os.path.abspath(out_file))
     os.makedirs(parent, exist_ok=True)

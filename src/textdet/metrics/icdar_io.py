@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from textdet.errors import DataError
+from textdet.icdar import parse_gt, parse_result
 from textdet.metrics.det_metric import DetMetric
 
 ICDAR_IGNORE = ("###",)
@@ -52,43 +53,17 @@ def _decode(data: bytes, where: str) -> str:
         raise DataError(f"{where}: not UTF-8 text ({e})") from e
 
 
-def _coords(fields: list[str], where: str) -> np.ndarray:
-    try:
-        values = [float(f) for f in fields]
-    except ValueError as e:
-        raise DataError(f"{where}: expected 8 numbers x1,y1,...,x4,y4, got {','.join(fields)!r}") from e
-    return np.asarray(values, dtype=np.float32).reshape(4, 2)
-
-
 def parse_icdar_gt(text: str, where: str) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
     """Parse a ``gt_img_N.txt`` body -> (polys (4, 2) float32, ignore tags bool, transcriptions)."""
-    polys, texts = [], []
-    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.strip().split(",", 8)
-        if len(fields) < 9:
-            raise DataError(f"{where} line {line_no}: expected x1,y1,...,x4,y4,transcription, got {line!r}")
-        polys.append(_coords(fields[:8], f"{where} line {line_no}"))
-        texts.append(fields[8])
-    return polys, np.array([t in ICDAR_IGNORE for t in texts], dtype=bool), texts
+    rows = parse_gt(text, where)
+    texts = [t for _, t in rows]
+    return [np.asarray(q, np.float32) for q, _ in rows], np.array([t in ICDAR_IGNORE for t in texts], bool), texts
 
 
 def parse_icdar_result(text: str, where: str) -> tuple[list[np.ndarray], list[float]]:
     """Parse a ``res_img_N.txt`` body -> (polys (4, 2) float32, confidences; NaN where absent)."""
-    polys, scores = [], []
-    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.strip().split(",")
-        if len(fields) not in (8, 9):
-            raise DataError(f"{where} line {line_no}: expected 8 coordinates and an optional confidence, got {line!r}")
-        polys.append(_coords(fields[:8], f"{where} line {line_no}"))
-        try:
-            scores.append(float(fields[8]) if len(fields) == 9 else float("nan"))
-        except ValueError as e:
-            raise DataError(f"{where} line {line_no}: confidence {fields[8]!r} is not a number") from e
-    return polys, scores
+    rows = parse_result(text, where)
+    return [np.asarray(q, np.float32) for q, _ in rows], [s for _, s in rows]
 
 
 def _label_entries(path: Path) -> Iterator[tuple[str, Any, str]]:
@@ -97,7 +72,7 @@ def _label_entries(path: Path) -> Iterator[tuple[str, Any, str]]:
     for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        where = f"{path} line {line_no}"
+        where = f"{path}:{line_no}"
         name, sep, payload = line.partition("\t")
         if not sep:
             raise DataError(f"{where}: expected 'image_path<TAB>json', found no tab")
