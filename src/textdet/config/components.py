@@ -104,7 +104,8 @@ def _matches(value: Any, expected: tuple[type, ...]) -> bool:
     return isinstance(value, expected)
 
 
-def component_repr(obj: Any) -> str:
-    """``Name(param=value, ...)`` over the ``__init__`` parameters that ``obj`` keeps as attributes."""
-    params = [p for p in inspect.signature(type(obj)).parameters if hasattr(obj, p)]
-    return f"{type(obj).__name__}({', '.join(f'{p}={getattr(obj, p)!r}' for p in params)})"
+def component_repr(obj: Any, **shown: Any) -> str:
+    """``Name(param=value, ...)`` over the ``__init__`` parameters that ``obj`` keeps as attributes (``shown``
+    replaces a value, e.g. an array by its list)."""
+    fields = {p: getattr(obj, p) for p in inspect.signature(type(obj)).parameters if hasattr(obj, p)}
+    return f"{type(obj).__name__}({', '.join(f'{k}={v!r}' for k, v in {**fields, **shown}.items())})"

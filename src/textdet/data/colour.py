@@ -7,7 +7,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import component_repr, require_uint8_hwc, sorted_pair
+from textdet.checks import require_uint8_hwc, sorted_pair
+from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 
 
@@ -118,9 +119,7 @@ class RandomColorAdjust:
         sample["image"] = self.apply(sample["image"], self.draw(rng))
         return sample
 
-    def __repr__(self) -> str:
-        return component_repr(self, brightness=self.brightness, contrast=self.contrast, saturation=self.saturation,
-                              hue=self.hue)
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {"RandomColorAdjust": RandomColorAdjust}

@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import component_repr
+from textdet.config.components import component_repr
 from textdet.errors import SampleError
 from textdet.geometry import polygon_area, polygon_areas
 
@@ -68,10 +68,7 @@ class DecodeImage:
             sample["image_ori"] = img.copy()
         return sample
 
-    def __repr__(self) -> str:
-        return component_repr(self, img_mode=self.img_mode, channel_first=self.channel_first,
-                              to_float32=self.to_float32, ignore_orientation=self.ignore_orientation,
-                              keep_ori=self.keep_ori)
+    __repr__ = component_repr
 
 
 def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
@@ -100,9 +97,6 @@ class DetLabelEncode:
     ``###`` and ``*`` are don't-care. Bad polygons are dropped with a warning, malformed JSON raises ``SampleError``
     naming file and line (differences from MindOCR: docs/DESIGN_NOTES.md).
     """
-
-    def __init__(self) -> None:
-        pass
 
     @staticmethod
     def _where(sample: Sample) -> str:
@@ -176,8 +170,7 @@ class DetLabelEncode:
                               stacklevel=2)
         return sample
 
-    def __repr__(self) -> str:
-        return "DetLabelEncode()"
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {"DecodeImage": DecodeImage, "DetLabelEncode": DetLabelEncode}

@@ -15,7 +15,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import check_pair, check_prob, component_repr, sorted_pair
+from textdet.checks import check_pair, check_prob, sorted_pair
+from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 from textdet.data.resize import pad_bottom_right
 from textdet.geometry import map_polys, polygon_area, polygon_areas
@@ -49,6 +50,15 @@ def _update_polys(sample: Sample, step: AffineStep) -> None:
         sample["polys"] = apply_step_to_polys(list(sample["polys"]), step)
 
 
+def _apply(t: Any, sample: Sample, rng: np.random.Generator, warp: Any) -> Sample:
+    """Draw ``t.plan`` for the sample, then move the image (``warp(image, step)``) and the polygons alike."""
+    step = t.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
+    if step is not None:
+        sample["image"] = warp(sample["image"], step)
+        _update_polys(sample, step)
+    return sample
+
+
 # ----------------------------------------------------------------------------- geometric (training)
 class RandomHorizontalFlip:
     """Mirror the image left-right with probability ``p``; polygons follow.
@@ -69,14 +79,9 @@ class RandomHorizontalFlip:
         return AffineStep(np.array([[-1.0, 0, w - 1], [0, 1, 0], [0, 0, 1]]), (h, w), flip=True)
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            sample["image"] = cv2.flip(sample["image"], 1)
-            _update_polys(sample, step)
-        return sample
+        return _apply(self, sample, rng, lambda image, step: cv2.flip(image, 1))
 
-    def __repr__(self) -> str:
-        return component_repr(self, p=self.p)
+    __repr__ = component_repr
 
 
 class RandomRotate:
@@ -109,16 +114,10 @@ class RandomRotate:
         return AffineStep(np.vstack([mat, [0.0, 0.0, 1.0]]), (h, w))
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            h, w = step.size
-            sample["image"] = cv2.warpAffine(sample["image"], step.matrix[:2], (w, h), flags=cv2.INTER_LINEAR,
-                                             borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-            _update_polys(sample, step)
-        return sample
+        return _apply(self, sample, rng, lambda image, step: cv2.warpAffine(
+            image, step.matrix[:2], step.size[::-1], flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT))
 
-    def __repr__(self) -> str:
-        return component_repr(self, degrees=self.degrees, expand_canvas=self.expand_canvas, p=self.p)
+    __repr__ = component_repr
 
 
 class RandomScale:
@@ -155,15 +154,9 @@ class RandomScale:
         return AffineStep(_scale_matrix(ow / w, oh / h), (oh, ow))
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            h, w = step.size
-            sample["image"] = cv2.resize(sample["image"], (w, h), interpolation=cv2.INTER_LINEAR)
-            _update_polys(sample, step)
-        return sample
+        return _apply(self, sample, rng, lambda image, step: cv2.resize(image, step.size[::-1]))
 
-    def __repr__(self) -> str:
-        return component_repr(self, scale_range=self.scale_range, size_limits=self.size_limits, p=self.p)
+    __repr__ = component_repr
 
 
 def _poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -246,18 +239,13 @@ class RandomCropWithBBox:
         return AffineStep(matrix, (oh, ow), pad_to=self.crop_size, src_box=(y0, y1, x0, x1))
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        y0, y1, x0, x1 = step.src_box
-        oh, ow = step.size
-        region = cv2.resize(sample["image"][y0:y1, x0:x1], (ow, oh), interpolation=cv2.INTER_LINEAR)
-        sample["image"] = pad_bottom_right(region, step.pad_to)
-        sample["actual_size"] = (oh, ow)
-        _update_polys(sample, step)
-        return sample
+        def warp(image: np.ndarray, step: AffineStep) -> np.ndarray:
+            (y0, y1, x0, x1), sample["actual_size"] = step.src_box, step.size
+            return pad_bottom_right(cv2.resize(image[y0:y1, x0:x1], step.size[::-1]), step.pad_to)
 
-    def __repr__(self) -> str:
-        return component_repr(self, max_tries=self.max_tries, min_crop_ratio=self.min_crop_ratio,
-                              crop_size=self.crop_size, p=self.p)
+        return _apply(self, sample, rng, warp)
+
+    __repr__ = component_repr
 
 
 # ----------------------------------------------------------------------------- polygon validation
@@ -352,9 +340,7 @@ class ValidatePolygons:
         sample["ignore_tags"] = np.array(tags, dtype=bool)
         return sample
 
-    def __repr__(self) -> str:
-        return component_repr(self, min_area=self.min_area, clip_to_visible_area=self.clip_to_visible_area,
-                              min_vertices=self.min_vertices)
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {

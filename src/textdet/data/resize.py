@@ -9,7 +9,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import check_pair, component_repr
+from textdet.checks import check_pair
+from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 from textdet.geometry import map_polys
 
@@ -69,22 +70,17 @@ class NormalizeImage:
         return sample
 
     def __repr__(self) -> str:
-        return component_repr(self, mean=self.mean.tolist(), std=self.std.tolist(), is_hwc=self.is_hwc,
-                              bgr_to_rgb=self.bgr_to_rgb, rgb_to_bgr=self.rgb_to_bgr)
+        return component_repr(self, mean=self.mean.tolist(), std=self.std.tolist())
 
 
 class ToCHWImage:
     """(H, W, C) -> contiguous (C, H, W), the layout the model takes."""
 
-    def __init__(self) -> None:
-        pass
-
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         sample["image"] = np.ascontiguousarray(sample["image"].transpose(2, 0, 1))
         return sample
 
-    def __repr__(self) -> str:
-        return "ToCHWImage()"
+    __repr__ = component_repr
 
 
 # ----------------------------------------------------------------------------- eval/infer resize
@@ -178,10 +174,7 @@ class DetResize:
         sample["shape_list"] = shape_list
         return sample
 
-    def __repr__(self) -> str:
-        names = ("target_size", "keep_ratio", "padding", "limit_type", "limit_side_len", "force_divisable", "divisor",
-                 "interpolation", "rounding", "max_side_limit")
-        return component_repr(self, **{k: getattr(self, k) for k in names})
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {"NormalizeImage": NormalizeImage, "ToCHWImage": ToCHWImage, "DetResize": DetResize}

@@ -14,12 +14,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import component_repr
+from textdet.config.components import component_repr
 from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, unclip_distance
 
 _BOX_TYPES = ("quad", "poly")
-_REPR_FIELDS = ("box_type", "binary_thresh", "box_thresh", "max_candidates", "expand_ratio", "score_mode",
-                "use_dilation", "pred_name")
 _SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)
 _POLY_EPSILON = 0.005  # approxPolyDP tolerance as a fraction of the contour length (MindOCR)
@@ -144,8 +142,7 @@ class DBPostprocess:
         self.pred_name = pred_name
         self.rescale_fields = list(rescale_fields) if rescale_fields is not None else ["polys"]
 
-    def __repr__(self) -> str:
-        return component_repr(self, **{k: getattr(self, k) for k in _REPR_FIELDS})
+    __repr__ = component_repr
 
     def __call__(self, pred: Any, shape_list: Any = None) -> list[dict[str, list]]:
         """``pred``: output dict (``pred_name``; optional ``"bitmap"``, the precomputed ``P >= binary_thresh``, bool or
