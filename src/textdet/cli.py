@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET, DEVICE_HELP, __version__
+from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET, DEVICE_HELP, __version__, textdet_home
 from textdet.data.formats import FORMATS
 from textdet.errors import ConfigError, TextdetError
 
@@ -18,11 +18,6 @@ _T_MAIN = time.time()
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 BENCH_PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
 SYNTH_SETTINGS = {"n_train": 400, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
-
-
-def textdet_home() -> str:
-    """Cache folder for built-in data and compile caches: ``$TEXTDET_HOME`` or ``~/.cache/textdet``."""
-    return os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
 
 
 def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -1,8 +1,6 @@
 """ONNX: export a DBNet, run ONNX models with ONNX Runtime, evaluate an ONNX file like a checkpoint.
-
 The graph is the eval-mode model's probability map: input ``x`` float32 (N, 3, H, W) normalised as the config's
-pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 32): PP-OCR's det interface too.
-"""
+pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 32): PP-OCR's det interface too."""
 
 from __future__ import annotations
 
@@ -30,12 +28,10 @@ BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a r
 # ----------------------------------------------------------------------------- ONNX Runtime
 class OnnxModel:
     """An ONNX DB-style model under ONNX Runtime.
-
     ``run(images)``: float32 (N, 3, H, W) numpy -> (N, 1, H, W) float32 probabilities; called with a tensor it returns
     ``{"binary": tensor}`` like DBNet in eval mode, so the Evaluator runs it unchanged.
     ``path``: one rank-4 3-channel image input, one (N, 1, H, W) or (N, H, W) output (``binary``, else the first);
-    ``device``: "cpu", "cuda[:N]", "npu[:N]" or None (first accelerator provider). TextdetError on a bad file/model.
-    """
+    ``device``: "cpu", "cuda[:N]", "npu[:N]" or None (first accelerator provider). TextdetError on a bad file/model."""
 
     training = False
 
@@ -113,10 +109,8 @@ class OnnxModel:
 def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False,
                   sweep: bool = False) -> dict:
     """``textdet eval --onnx``: the keys of ``evaluate_checkpoint`` ("checkpoint" is the .onnx path), plus "onnx".
-
     Only the eval data, postprocess and metric sections are used, so an external model needs no
-    ``model`` section. The feed stays on the CPU: ONNX Runtime takes numpy arrays.
-    """
+    ``model`` section. The feed stays on the CPU: ONNX Runtime takes numpy arrays."""
     import torch
 
     from textdet.engine.amp import amp_settings

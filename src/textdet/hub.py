@@ -1,9 +1,7 @@
 """Weights files coming in: downloads into the torch hub cache, and unpickling that runs no code.
-
 As torchvision: ``torch.hub.get_dir()/checkpoints`` under the URL's base name, a ``-<hex>.ext`` name checked
 against the sha256 prefix, complete files only (temp + rename). ``TEXTDET_OFFLINE=1`` never touches the
-network; under torchrun local rank 0 downloads while the others wait.
-"""
+network; under torchrun local rank 0 downloads while the others wait."""
 
 from __future__ import annotations
 
@@ -50,11 +48,9 @@ def hub_checkpoint_dir() -> Path:
 def download(url: str, what: str, escape: str, folder: str | os.PathLike | None = None,
              timeout: float = TIMEOUT_S, progress: bool | None = None) -> Path:
     """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed.
-
     ``what`` (config key) and ``escape`` (how to do without the file) go into messages; ``timeout`` bounds connect
     and each read. Raises ConfigError (offline, unreachable, truncated, hash mismatch) naming the file, the folder
-    and how to copy it by hand; nothing partial stays in the cache.
-    """
+    and how to copy it by hand; nothing partial stays in the cache."""
     folder = Path(folder) if folder is not None else hub_checkpoint_dir()
     dest = folder / os.path.basename(urlparse(url).path)
     if dest.is_file():
@@ -112,9 +108,7 @@ def _transfer(url: str, out: Any, timeout: float, progress: bool) -> str:
 
 def safe_load(path: str | os.PathLike, what: str) -> Any:
     """``torch.load(weights_only=True)``: tensors, containers, numbers and numpy arrays, never code.
-
-    Raises ConfigError naming the file and ``what`` when it needs arbitrary pickled objects or cannot be read.
-    """
+    Raises ConfigError naming the file and ``what`` when it needs arbitrary pickled objects or cannot be read."""
     try:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):
             return torch.load(path, map_location="cpu", weights_only=True)

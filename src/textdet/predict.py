@@ -1,7 +1,6 @@
 """Inference: the ``Detector`` Python API and the ``textdet predict`` command.
 
-A Detector is preprocessing (DetResize, NormalizeImage), a model (float32 (N, 3, H, W) -> P (N, 1, H, W); PyTorch
-DBNet or ONNX) and DBPostprocess, which maps boxes back to original-image pixels through ``shape_list``::
+A Detector is preprocessing, a model (PyTorch DBNet or ONNX) and DBPostprocess (boxes in original-image pixels)::
 
     det = Detector.from_config(load_config("db_r50.yaml"), "runs/best.ckpt")
     det = Detector.from_onnx("ppocr_det.onnx")                    # any DB-style ONNX model
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from textdet.config.loader import located
 from textdet.data.decode import DecodeImage
 from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize, NormalizeImage
@@ -43,11 +43,8 @@ ImageInput = "str | os.PathLike | np.ndarray"
 # ----------------------------------------------------------------------------- preprocessing
 @dataclass
 class Preprocess:
-    """RGB uint8 (H, W, 3) -> model input (3, H', W') float32 and ``shape_list`` [h, w, scale_h, scale_w].
-
-    ``img_mode`` is the channel order the model was trained on (the pipeline's DecodeImage), applied
-    before NormalizeImage, whose own swap flags then act exactly as in the data pipeline.
-    """
+    """RGB uint8 (H, W, 3) -> model input (3, H', W') float32 and ``shape_list`` [h, w, scale_h, scale_w];
+    ``img_mode``: the channel order the model was trained on, applied before NormalizeImage (as in the pipeline)."""
 
     resize: DetResize
     normalize: NormalizeImage
@@ -74,8 +71,6 @@ def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
 def preprocess_from_config(cfg: Config | None) -> Preprocess:
     """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s) ``transform_pipeline``; what
     is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32; ImageNet normalisation of RGB)."""
-    from textdet.engine.build import located
-
     pipeline, key = None, None
     if cfg is not None:
         pipeline, key = cfg.predict.dataset.get("transform_pipeline"), "predict.dataset.transform_pipeline"
@@ -142,14 +137,8 @@ class TorchRunner:
 
 
 class Detector:
-    """Images in, text polygons and scores out (in original-image pixels).
-
-    Args:
-        model: float32 (N, 3, H, W) numpy -> probabilities (N, 1, H, W) numpy.
-        preprocess: resize + normalise (``preprocess_from_config``).
-        postprocess: DBPostprocess (its ``expand_ratio``, thresholds, quad/poly).
-        batch_size: images run together; only images with the same resized size share a batch.
-    """
+    """Images in, text polygons and scores out (in original-image pixels). ``model``: float32 (N, 3, H, W) numpy
+    -> probabilities (N, 1, H, W) numpy; ``batch_size``: images run together (same resized size only)."""
 
     def __init__(self, model: Callable[[np.ndarray], np.ndarray], preprocess: Preprocess,
                  postprocess: DBPostprocess, batch_size: int = 8) -> None:
@@ -160,11 +149,8 @@ class Detector:
     @classmethod
     def from_config(cls, cfg: Config, ckpt: str | None = None, device: str | None = None,
                     batch_size: int = 8) -> Detector:
-        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``).
-
-        ``device``: "cpu", "cuda:1", "npu:0"... (default: the accelerator when there is one); ``system.amp_level_infer``
-        sets autocast. Pre- and post-processing as ``preprocess_from_config`` and ``cfg.postprocess``.
-        """
+        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on ``device``
+        (default: the accelerator if any), autocast per ``system.amp_level_infer``; pre/post-processing of ``cfg``."""
         from textdet.device import pick_device
         from textdet.engine import build
         from textdet.engine.amp import amp_settings
@@ -183,11 +169,9 @@ class Detector:
     def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,
                   resize: DetResize | dict | None = None, normalize: NormalizeImage | dict | None = None,
                   img_mode: str | None = None, device: str | None = None, batch_size: int = 8) -> Detector:
-        """An ONNX model: our export, or an external DB-style one (input ``x`` (N, 3, H, W), output P).
-
-        Pre/post-processing from ``cfg`` (as ``from_config``), else MindOCR's inference defaults (a fixed-size model
-        is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override.
-        """
+        """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's inference
+        defaults (a fixed-size model is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or
+        kwargs dicts) override."""
         from textdet.engine.build import build_postprocess_from_config
         from textdet.export import OnnxModel
 

@@ -1,8 +1,6 @@
 """``textdet bench {data,model,train,postprocess,eval}``: time one part alone, with the config's settings.
-
 Objects come from ``textdet.engine.build`` (and the real ``Trainer``/``Evaluator``), so figures are a real run's;
-warm-up is never timed. ``--json`` prints one object on stdout (engine logs go to stderr).
-"""
+warm-up is never timed. ``--json`` prints one object on stdout (engine logs go to stderr)."""
 
 from __future__ import annotations
 

@@ -135,9 +135,7 @@ class _Limited:
 
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images.
-
-    ``ms_per_image`` per part; post-processing and metric overlap the next forward, so parts may exceed the total.
-    """
+    ``ms_per_image`` per part; post-processing and metric overlap the next forward, so parts may exceed the total."""
     device = pick_device(args.device)
     pipe, normalize = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"], device.type != "cpu")
     ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None

@@ -1,8 +1,6 @@
 """``textdet check-data``: every problem in the train and eval sets, and what the model will be taught.
-
 Runs each sample through its real pipeline; ``--dump`` writes the first processed training samples as ``.npz`` plus
-a PNG with polygons and maps overlaid (MMOCR's browse_dataset, for DBNet targets).
-"""
+a PNG with polygons and maps overlaid (MMOCR's browse_dataset, for DBNet targets)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Build a component from its spec (``name`` + keyword arguments), checked against the class it names.
-
 The constructor signature is the schema of a component section (backbone, neck, head, loss, postprocess,
 metric, transforms): unknown keys get the closest valid name, wrong types are rejected with the key path
-before anything is built. Every ``build_*`` goes through here, so all report errors alike.
-"""
+before anything is built. Every ``build_*`` goes through here, so all report errors alike."""
 
 from __future__ import annotations
 
@@ -44,9 +42,7 @@ def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
 
 def check_kwargs(fn: Callable, kwargs: Mapping[str, Any], where: str, injected: tuple[str, ...] = ()) -> None:
     """Raise ConfigError for keyword arguments ``fn`` does not take or whose type clashes with its signature.
-
-    ``injected`` names arguments the caller supplies itself (a neck's ``in_channels``): setting them is an error.
-    """
+    ``injected`` names arguments the caller supplies itself (a neck's ``in_channels``): setting them is an error."""
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return

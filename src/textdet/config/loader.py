@@ -1,7 +1,5 @@
 """Load MindOCR det YAML (anchors and aliases included) into the typed ``Config``.
-
-Errors name the key path, the YAML line and the closest valid key: a typo should cost seconds, not a run.
-"""
+Errors name the key path, the YAML line and the closest valid key: a typo should cost seconds, not a run."""
 
 from __future__ import annotations
 

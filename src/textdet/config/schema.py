@@ -1,8 +1,6 @@
 """MindOCR's det YAML schema as typed dataclasses, with MindOCR's names and code defaults (files load unchanged).
-
 Keys meaningless in PyTorch are in ``IGNORED_KEYS`` with the reason we print. Component sections stay plain
-dicts: their keys are the constructor arguments of the class they name.
-"""
+dicts: their keys are the constructor arguments of the class they name."""
 
 from __future__ import annotations
 

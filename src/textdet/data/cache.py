@@ -1,7 +1,5 @@
 """Decoded images kept in one shared-memory block, so JPEG decoding happens once per image, not once per epoch.
-
-The map is made before the loader forks, so all workers share it: whoever decodes an image first stores it.
-"""
+The map is made before the loader forks, so all workers share it: whoever decodes an image first stores it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """DetDataset, its sampler and collate function, and the loader builder.
-
 Randomness is drawn per sample from ``(seed, epoch, index)``: reproducible whatever the number of workers, and
-persistent workers need no epoch hand-off (the sampler passes the epoch with each index).
-"""
+persistent workers need no epoch hand-off (the sampler passes the epoch with each index)."""
 
 from __future__ import annotations
 
@@ -31,11 +29,9 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 class DetDataset(Dataset):
     """Image + polygon records from MindOCR/PaddleOCR label files, run through ``transform(sample, rng)``.
-
     ``data_dir``/``label_file`` are relative to ``dataset_root``; ``output_columns``: keys returned, in order;
     ``sample_ratio``: subsample/repeat; ``seed``: base of every sample's random stream; ``config_prefix``: names
-    keys in errors; ``cache_images``: True/False/"auto" shared-memory decoded images (``data.cache``).
-    """
+    keys in errors; ``cache_images``: True/False/"auto" shared-memory decoded images (``data.cache``)."""
 
     def __init__(
         self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
@@ -106,9 +102,7 @@ class DetDataset(Dataset):
 
 class EpochSampler(Sampler):
     """Yields ``(epoch, index)`` keys: shuffled per epoch from the seed, sharded over ranks.
-
-    ``pad=True`` (training) wraps so every rank takes the same steps; evaluation does not pad (no image twice).
-    """
+    ``pad=True`` (training) wraps so every rank takes the same steps; evaluation does not pad (no image twice)."""
 
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
         self.n, self.shuffle, self.seed = n, shuffle, seed

@@ -1,8 +1,6 @@
 """Decoding and labels: ``DecodeImage`` and ``DetLabelEncode``, MindOCR's names and keyword parameters.
-
 Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict`` (keys: docs/ARCHITECTURE.md), random only
-through ``rng``; polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (see ``geometric.py``).
-"""
+through ``rng``; polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (see ``geometric.py``)."""
 
 from __future__ import annotations
 
@@ -25,10 +23,8 @@ IGNORE_TEXTS = ("###", "*")
 # ----------------------------------------------------------------------------- decoding and labels
 class DecodeImage:
     """Read ``sample["img_path"]`` and decode it (cv2), like MindOCR's DecodeImage.
-
     ``np.fromfile`` + ``cv2.imdecode`` so non-ASCII paths work; a bad file raises ``SampleError`` naming it (the
-    dataset skips it). Sets ``image``, ``raw_img_shape`` (h, w) and, with keep_ori, ``image_ori``.
-    """
+    dataset skips it). Sets ``image``, ``raw_img_shape`` (h, w) and, with keep_ori, ``image_ori``."""
 
     def __init__(self, img_mode: str = "BGR", channel_first: bool = False, to_float32: bool = False,
                  ignore_orientation: bool = False, keep_ori: bool = False) -> None:
@@ -92,11 +88,9 @@ def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
 
 class DetLabelEncode:
     """Parse the JSON annotation into ``polys``, ``texts`` and ``ignore_tags``.
-
     ``sample["label"]``: JSON text or a parsed list of ``{"transcription": str, "points": [[x, y], ...]}``;
     ``###`` and ``*`` are don't-care. Bad polygons are dropped with a warning, malformed JSON raises ``SampleError``
-    naming file and line (differences from MindOCR: docs/DESIGN_NOTES.md).
-    """
+    naming file and line (differences from MindOCR: docs/DESIGN_NOTES.md)."""
 
     @staticmethod
     def _where(sample: Sample) -> str:

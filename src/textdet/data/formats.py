@@ -1,9 +1,7 @@
 """Labels from annotation tools -> MindOCR/PaddleOCR label files, and any of them -> labelme JSON for review.
-
 ``FORMATS``: name -> reader returning ``[(image name, [{"transcription", "points"}])]``, counts in a
 :class:`Summary`. Every "ignore" notion becomes ``###``; broken input is a DataError naming file and entry.
-Only the standard library at import time: the CLI lists these formats in ``textdet --help``.
-"""
+Only the standard library at import time: the CLI lists these formats in ``textdet --help``."""
 
 from __future__ import annotations
 
@@ -289,7 +287,6 @@ def write_label_file(records: list[Record], out: str) -> None:
 def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
                    **options: Any) -> Summary:
     """Read ``src`` in format ``fmt`` (a key of FORMATS), write a label file or (``to="labelme"``) labelme files.
-
     ``image_dir``: the folder image names are relative to (labelme input: default the input folder; labelme output:
     where the images are read for their size, default "."). ``options``: the reader's own (cocotext ``split``)."""
     summary = Summary()

@@ -1,10 +1,8 @@
 """MindOCR/PaddleOCR detection label files, and the raw ICDAR2015 ``gt_img_N.txt`` converter.
-
 A line is ``relative/path.jpg<TAB>[{"transcription": "...", "points": [[x, y], ...]}, ...]`` (MindOCR also
 accepts one space; the split is made before the JSON list). Reading never stops at a bad line: each problem is a
 :class:`Problem` naming file and line. ``###``/``*`` are kept (DetLabelEncode makes ``ignore_tags``); points
-beyond the image are left to the geometric transforms.
-"""
+beyond the image are left to the geometric transforms."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ _MIN_AREA = 1e-6
 @dataclass
 class LabelRecord:
     """One usable label line: ``rel_path`` (relative to data_dir), validated ``annotations`` (finite points,
-    at least 3 per polygon, non-zero area), ``label_file`` and 1-based ``line_no`` (for messages).
-    """
+    at least 3 per polygon, non-zero area), ``label_file`` and 1-based ``line_no`` (for messages)."""
 
     rel_path: str
     annotations: list[dict] = field(default_factory=list)
@@ -41,8 +38,7 @@ class LabelRecord:
 @dataclass
 class Problem:
     """Something wrong in a label file: ``severity`` "error" (line skipped) or "warning" (one annotation dropped
-    or repaired, the rest of the line kept).
-    """
+    or repaired, the rest of the line kept)."""
 
     file: str
     line_no: int
@@ -126,9 +122,7 @@ def _split_line(line: str) -> tuple[str, object] | str:
 
 def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRecord | None, list[Problem]]:
     """Parse one label line -> ``(record, problems)``; record None for a blank line or an unusable one (an "error").
-
-    Dropped or repaired annotations give "warning" problems naming the index (an empty list is a valid image).
-    """
+    Dropped or repaired annotations give "warning" problems naming the index (an empty list is a valid image)."""
     line = line.rstrip("\r\n")
     if not line.strip():
         return None, []
@@ -197,9 +191,7 @@ def _sample(records: list[LabelRecord], ratio: float, rng: np.random.Generator) 
 def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list[str] | None,
                         prefix: str = "dataset") -> tuple[str, list[str]]:
     """The image folder and label files of a data set, or a DataError naming the config keys to fix.
-
-    Cheap and torch-free, so ``textdet train`` fails on a wrong path in well under a second.
-    """
+    Cheap and torch-free, so ``textdet train`` fails on a wrong path in well under a second."""
     def missing(what: str, path: str, key: str, value: str) -> DataError:
         return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={dataset_root!r} and "
                          f"{prefix}.{key}={value!r}); fix the path, e.g. -o {prefix}.dataset_root=DIR")
@@ -221,11 +213,9 @@ def read_label_files(
     rng_seed: int = 0,
 ) -> tuple[list[LabelRecord], list[Problem]]:
     """Read label files (relative to ``dataset_root`` unless absolute); returns ``(records, problems)``.
-
     ``sample_ratio`` (one or one per file): keep ``round(n * ratio)`` records, a deterministic subset from
     ``rng_seed`` below 1, ``floor(ratio)`` repeats plus a subset above. Problems cover every line read.
-    Raises DataError (missing/unreadable file) or ValueError (bad ratio or ratio count).
-    """
+    Raises DataError (missing/unreadable file) or ValueError (bad ratio or ratio count)."""
     files = [label_files] if isinstance(label_files, (str, os.PathLike)) else list(label_files)
     ratios = [sample_ratio] * len(files) if _is_number(sample_ratio) else list(sample_ratio)
     if len(ratios) != len(files):
@@ -254,8 +244,7 @@ def _plain_number(v: object) -> int | float:
 
 def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
     """One label line (no newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``, non-ASCII text kept as is
-    (``ensure_ascii=False``), numpy numbers converted to Python numbers.
-    """
+    (``ensure_ascii=False``), numpy numbers converted to Python numbers."""
     if not rel_path or any(c in rel_path for c in "\t\r\n"):
         raise ValueError(f"image path must be non-empty and free of tabs/newlines, got {rel_path!r}")
     anns = [
@@ -273,9 +262,7 @@ _GT_NAME = re.compile(r"^gt_img_(\d+)\.txt$")
 
 def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ext: str = ".jpg") -> int:
     """Convert raw ICDAR2015 ``gt_img_N.txt`` files (BOM fine) into one MindOCR label file; returns the image count.
-
-    Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder.
-    """
+    Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder."""
     if not os.path.isdir(gt_dir):
         raise DataError(f"ICDAR2015 ground-truth folder not found: {gt_dir}")
     numbered = []

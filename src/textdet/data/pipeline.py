@@ -1,8 +1,6 @@
 """Config transform lists -> transform objects: the TRANSFORMS table, build_transforms, Compose.
-
 ``build_transforms`` fuses each run of flip / rotate / scale / crop into one ``FusedGeometry`` (same random draws,
-one warp of the original image); the sequential classes stay the reference implementation.
-"""
+one warp of the original image); the sequential classes stay the reference implementation."""
 
 from __future__ import annotations
 
@@ -45,11 +43,9 @@ def is_fusable(transform: object) -> bool:
 
 class FusedGeometry:
     """Flip / rotate / scale / crop as one affine warp of the original image.
-
     With the same seed the crop and polygons equal the sequential pipeline's; only the pixels differ (interpolated
     once). ``color``: a pixel-wise RandomColorAdjust moved after the warp, onto the crop (why this is equivalent:
-    docs/DESIGN_NOTES.md).
-    """
+    docs/DESIGN_NOTES.md)."""
 
     def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
         if not steps or not all(is_fusable(t) for t in steps):
@@ -137,11 +133,9 @@ def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
 
 class FusedNormalize:
     """NormalizeImage (HWC) + ToCHWImage as one OpenCV call: uint8 HWC -> normalised float32 CHW.
-
     ``cv2.dnn.blobFromImageWithParams`` subtracts, scales, swaps channels and transposes in one
     pass (bit-identical to the two numpy steps, ~3x faster at 640x640). Anything but a 3-channel
-    uint8 image takes the two reference transforms.
-    """
+    uint8 image takes the two reference transforms."""
 
     def __init__(self, normalize: NormalizeImage, to_chw: ToCHWImage) -> None:
         self.normalize, self.to_chw = normalize, to_chw
@@ -178,10 +172,8 @@ def fuse_normalize(transforms: list[Transform]) -> list[Transform]:
 # ----------------------------------------------------------------------------- compose and build
 class Compose:
     """Run transforms in order on one sample.
-
     ``Compose.timing = True`` (class or instance) records per transform ``stats`` {name: {"seconds", "count"}} for
-    ``textdet bench data``; names are class names, suffixed ``#2``, ``#3`` on repeats.
-    """
+    ``textdet bench data``; names are class names, suffixed ``#2``, ``#3`` on repeats."""
 
     timing: bool = False
 
@@ -245,9 +237,7 @@ def build_transform(entry: dict | str, index: int = 0) -> Transform:
 
 def build_transforms(pipeline: list[dict | str], fuse: bool = True) -> Compose:
     """MindOCR ``transform_pipeline`` (``{Name: {param: value} | None}`` or ``"Name"`` entries) -> Compose.
-
-    ``fuse``: fuse geometry/normalisation (False keeps the sequential reference). ConfigError names the bad entry.
-    """
+    ``fuse``: fuse geometry/normalisation (False keeps the sequential reference). ConfigError names the bad entry."""
     if not isinstance(pipeline, (list, tuple)):
         raise ConfigError(f"transform_pipeline must be a list, got {type(pipeline).__name__}")
     transforms = [build_transform(entry, i) for i, entry in enumerate(pipeline)]

@@ -44,9 +44,7 @@ def _mean_std(value: Any, name: str, default: tuple[float, ...]) -> np.ndarray:
 
 class NormalizeImage:
     """``(image - mean) / std`` in float32, channels swapped first when either swap flag is set.
-
-    ``"imagenet"`` means MindOCR's RGB 0-255 values. Mean and std are in the output channel order.
-    """
+    ``"imagenet"`` means MindOCR's RGB 0-255 values. Mean and std are in the output channel order."""
 
     def __init__(self, mean: str | list[float] = "imagenet", std: str | list[float] = "imagenet", is_hwc: bool = True,
                  bgr_to_rgb: bool = False, rgb_to_bgr: bool = False) -> None:
@@ -90,12 +88,10 @@ def _round_up(value: int, divisor: int) -> int:
 
 class DetResize:
     """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``.
-
     MindOCR semantics: ``target_size`` forces ``limit_type`` none; ``min`` upscales a short side < limit_side_len,
     ``max`` downscales a long side > it (keeping the ratio); none + keep_ratio fits the target (maybe padding), none
     without it resizes to the target. Sizes are ceil'd to ``divisor`` when ``force_divisable`` (unless padded);
-    ``rounding: nearest`` as PaddleOCR's DetResizeForTest. Differences from MindOCR: docs/DESIGN_NOTES.md.
-    """
+    ``rounding: nearest`` as PaddleOCR's DetResizeForTest. Differences from MindOCR: docs/DESIGN_NOTES.md."""
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
                  limit_type: str | None = "min", limit_side_len: int = 736, force_divisable: bool = True,

@@ -44,7 +44,6 @@ ORACLE = "tuned on the evaluation split (oracle)"
 
 class ThresholdSweep:
     """Score every (binary_thresh, box_thresh) pair of a grid on the same probability maps (one model run).
-
     Each binary_thresh post-processes a map once, at the lowest box_thresh, and each box_thresh keeps the candidates
     scoring at least that much: DBPostprocess drops a candidate only for ``score < box_thresh``, so every pair
     scores exactly as a run with those two thresholds."""

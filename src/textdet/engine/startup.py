@@ -8,6 +8,8 @@ import logging
 import os
 import time
 
+from textdet import textdet_home
+
 logger = logging.getLogger("textdet")
 
 
@@ -69,11 +71,10 @@ def enable_compile_cache() -> str:
     import getpass
     import tempfile
 
-    home = os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     torch_default = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
     if not current or current == torch_default:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "compile_cache")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(textdet_home(), "compile_cache")
     folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     os.makedirs(folder, exist_ok=True)
     try:

@@ -1,10 +1,8 @@
 """Read ICDAR2015 GT / result files (folder or zip) or MindOCR label files, and score them.
-
 UTF-8 (BOM dropped, blank lines skipped): ``gt_img_N.txt`` lines ``x1,y1,...,x4,y4,transcription`` (commas
 allowed in it, ``###`` don't-care); ``res_img_N.txt`` lines ``x1,...,y4[,confidence]``; MindOCR label files
 ``path<TAB>json`` (GT dicts, ``###``/``*`` don't-care, or point lists for predictions). Images pair by stem
-without a ``gt_``/``res_`` prefix (``img_12``).
-"""
+without a ``gt_``/``res_`` prefix (``img_12``)."""
 
 from __future__ import annotations
 
@@ -138,11 +136,9 @@ def load_preds(path: str | Path) -> PredTable:
 def evaluate_files(gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5,
                    protocol: str = "icdar15") -> dict[str, Any]:
     """Score detections against GT with :class:`DetMetric` (``protocol``: icdar15, deteval or tiou).
-
     A GT image without detections has none; detections for an image without GT raise DataError naming the file.
     Returns ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images", "protocol"}`` (care counts;
-    ``tp`` is the recall credit, fractional for deteval/tiou).
-    """
+    ``tp`` is the recall credit, fractional for deteval/tiou)."""
     gts, preds = load_gt(gt), load_preds(pred)
     orphans = sorted(set(preds) - set(gts))
     if orphans:

@@ -1,8 +1,6 @@
 """DBNet post-processing: probability map -> scored text boxes or polygons, in original-image pixels.
-
 Follows MindOCR's ``DBPostprocess`` (PaddleOCR's) step by step in numpy/cv2: threshold, contours, box/polygon,
-score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Quads come out TL, TR, BR, BL.
-"""
+score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Quads come out TL, TR, BR, BL."""
 
 from __future__ import annotations
 
@@ -73,10 +71,8 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
 
 def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
     """MindOCR's quad unclip of ``minAreaRect`` results -> the unclipped ``minAreaRect`` results.
-
     Computed directly from the truncated corners pyclipper would offset (docs/DESIGN_NOTES.md), at a fraction of
-    pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's.
-    """
+    pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's."""
     quads = np.array([cv2.boxPoints(rect) for rect in rects], dtype=np.int32).astype(np.float64)  # (N, 4, 2)
     w, h = np.array([rect[1] for rect in rects]).T
     ends = quads[:, [1, 2, 3, 0]]  # boxPoints' corner order turns positively: (dy, -dx) points outwards
