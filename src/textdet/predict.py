@@ -36,6 +36,7 @@ logger = logging.getLogger("textdet")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 # MindOCR's det inference default (tools/infer/text: det_limit_type max, det_limit_side_len 960)
 INFER_RESIZE = {"limit_type": "max", "limit_side_len": 960, "keep_ratio": True, "divisor": 32}
+PREDICT_CKPT_KEYS = ("predict.ckpt_load_path", "eval.ckpt_load_path")  # where predict and export look, in order
 
 ImageInput = "str | os.PathLike | np.ndarray"
 
@@ -154,13 +155,9 @@ class Detector:
         from textdet.device import pick_device
         from textdet.engine import build
         from textdet.engine.amp import amp_settings
-        from textdet.engine.checkpoint import load_weights
 
-        path, what = find_checkpoint(cfg, ckpt)
-        postprocess = build.build_postprocess_from_config(cfg)
-        preprocess = preprocess_from_config(cfg)
-        model = build.build_model_from_config(cfg, pretrained_backbone=False)
-        load_weights(model, path, what)
+        model, _ = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
+        postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
         return cls(TorchRunner(model, dev, amp_settings(cfg.system.amp_level_infer, dev.type)), preprocess,
                    postprocess, batch_size)
@@ -228,18 +225,3 @@ def _built(cls: type, kwargs: dict, what: str) -> Any:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"Detector.from_onnx {what}={kwargs!r}: {e}") from None
-
-
-def find_checkpoint(cfg: Config, ckpt: str | None) -> tuple[str, str]:
-    """(path, where it came from): ``ckpt``, else ``predict.ckpt_load_path``, else ``eval.ckpt_load_path``."""
-    for path, what in ((ckpt, "--ckpt"), (cfg.predict.ckpt_load_path, "predict.ckpt_load_path"),
-                       (cfg.eval.ckpt_load_path, "eval.ckpt_load_path")):
-        if path and path.startswith(("http://", "https://")):
-            from textdet.hub import download  # torch-free start-up until a URL needs it
-
-            return str(download(path, what, "give a local checkpoint path instead")), what
-        if path:
-            if not os.path.isfile(path):
-                raise TextdetError(f"checkpoint not found: {path} (from {what}); point it at a .ckpt file")
-            return path, what
-    raise TextdetError("no checkpoint: pass --ckpt PATH (or set predict.ckpt_load_path / eval.ckpt_load_path)")

@@ -20,7 +20,6 @@ from textdet.data.targets import ShrinkBinaryMap
 from textdet.device import pick_device
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
-from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.evaluator import Evaluator
 from textdet.engine.feed import DeviceInput
 from textdet.errors import TextdetError
@@ -138,12 +137,9 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     ``ms_per_image`` per part; post-processing and metric overlap the next forward, so parts may exceed the total."""
     device = pick_device(args.device)
     pipe, normalize = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"], device.type != "cpu")
-    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    if ckpt:
-        load_weights(model, ckpt, "--ckpt")
+    model, ckpt = build.load_model(cfg, args.ckpt, keys=())
     model.to(device).eval()
     amp = amp_settings(cfg.system.amp_level_infer, device.type)
     evaluator = Evaluator(_Limited(loader, warmup), build.build_postprocess_from_config(cfg),
@@ -166,10 +162,7 @@ def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     build.validate(cfg, ("eval",))
     ds = cfg.eval.dataset
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
-    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    if ckpt:
-        load_weights(model, ckpt, "--ckpt")
+    model, ckpt = build.load_model(cfg, args.ckpt, keys=())
     amp = amp_settings(cfg.system.amp_level_infer, device.type)
     detector = Detector(TorchRunner(model, device, amp), preprocess_from_config(cfg),
                         build.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)

@@ -17,7 +17,6 @@ from textdet.config import load_config
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
 from textdet.engine import build
-from textdet.engine.checkpoint import load_weights
 from textdet.errors import DataError, TextdetError
 from textdet.export import (
     BOX_TOLERANCE_PX,
@@ -28,7 +27,7 @@ from textdet.export import (
     export_onnx,
     synthetic_image,
 )
-from textdet.predict import Detector, Preprocess, find_checkpoint, find_images, preprocess_from_config, read_image
+from textdet.predict import PREDICT_CKPT_KEYS, Detector, Preprocess, find_images, preprocess_from_config, read_image
 
 logger = logging.getLogger("textdet")
 DRAW_COLOR_BGR = (0, 255, 0)
@@ -123,11 +122,8 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
     cfg = load_config(args.config, args.opt)
-    path, what = find_checkpoint(cfg, args.ckpt)
-    postprocess = build.build_postprocess_from_config(cfg)
-    preprocess = preprocess_from_config(cfg)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    load_weights(model, path, what)
+    model, _ = build.load_model(cfg, args.ckpt, PREDICT_CKPT_KEYS)
+    postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
     model.eval()
     default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
     h, w = args.height or default[0], args.width or default[1]

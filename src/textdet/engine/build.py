@@ -15,6 +15,7 @@ from textdet.config.loader import located
 from textdet.data.dataset import DetDataset, build_loader
 from textdet.data.pipeline import Compose, FusedNormalize
 from textdet.data.resize import NormalizeImage, ToCHWImage
+from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.validate import build_pipeline as build_pipeline  # build.* for the commands
 from textdet.engine.validate import build_section, model_specs
 from textdet.engine.validate import validate as validate
@@ -46,6 +47,17 @@ def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None
     pretrained = cfg.model.pretrained if cfg.model.pretrained not in (None, False, True) else None
     with located(cfg, "model"):
         return build_model(specs["backbone"], specs["neck"], specs["head"], pretrained=pretrained)
+
+
+def load_model(cfg: Config, ckpt: str | None,
+               keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[nn.Module, str | None]:
+    """The DBNet of ``cfg`` with the weights of ``resolve_ckpt(cfg, ckpt, keys)`` (``keys=()`` and no ``ckpt``: a
+    randomly initialised model) and the checkpoint's path."""
+    path, what = resolve_ckpt(cfg, ckpt, keys) if ckpt or keys else (None, None)
+    model = build_model_from_config(cfg, pretrained_backbone=False)
+    if path is not None:
+        load_weights(model, path, what)
+    return model, path
 
 
 def build_loss_from_config(cfg: Config) -> nn.Module:

@@ -15,6 +15,7 @@ from torch import nn
 
 from textdet import device
 from textdet.config import Config
+from textdet.config.loader import get_key
 from textdet.errors import ConfigError, TextdetError
 from textdet.hub import download, is_url, safe_load
 from textdet.models import read_state_dict, strip_wrappers
@@ -138,16 +139,17 @@ def load_weights(model: nn.Module, path: str, what: str) -> None:
             f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}); is it from a run with another backbone/neck/head?")
 
 
-def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
-    """The checkpoint ``textdet eval`` scores: ``--ckpt`` or ``eval.ckpt_load_path``, downloaded if a URL."""
-    path = ckpt or cfg.eval.ckpt_load_path
-    if not path:
-        raise ConfigError("no checkpoint to evaluate: pass --ckpt PATH or set eval.ckpt_load_path")
-    if is_url(path):
-        what = "--ckpt" if ckpt else "eval.ckpt_load_path"
-        return str(download(path, what, "give a local checkpoint path instead"))
-    if not os.path.isfile(path):
-        meta = getattr(cfg, "meta", None)
-        src = "--ckpt" if ckpt else f"eval.ckpt_load_path at {meta.where('eval.ckpt_load_path') if meta else '?'}"
-        raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
-    return path
+def resolve_ckpt(cfg: Config, ckpt: str | None, keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[str, str]:
+    """(path, where it came from) of ``ckpt`` (--ckpt), else of the first config key of ``keys`` that is set; a URL
+    is downloaded."""
+    for path, what in ((ckpt, "--ckpt"), *((get_key(cfg, k), k) for k in keys)):
+        if not path:
+            continue
+        if is_url(path):
+            return str(download(path, what, "give a local checkpoint path instead")), what
+        if not os.path.isfile(path):
+            meta = getattr(cfg, "meta", None)
+            src = f"{what} at {meta.where(what)}" if meta is not None and what != "--ckpt" else what
+            raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
+        return path, what
+    raise ConfigError(f"no checkpoint: pass --ckpt PATH or set {' / '.join(keys)}")

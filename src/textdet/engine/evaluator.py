@@ -17,7 +17,6 @@ from textdet.data.pipeline import Compose
 from textdet.device import is_accelerator, pick_device
 from textdet.engine import build, distributed
 from textdet.engine.amp import AmpSettings, amp_settings
-from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.feed import DeviceInput
 from textdet.engine.validate import validate
 
@@ -189,10 +188,8 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
                         progress: bool = False, sweep: bool = False) -> dict:
     """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep)."""
     pipeline = validate(cfg, ("eval",))["eval"]
-    path = resolve_ckpt(cfg, ckpt)
+    model, path = build.load_model(cfg, ckpt)
     dev = pick_device(device)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    load_weights(model, path, "--ckpt" if ckpt else "eval.ckpt_load_path")
     model.to(dev).eval()
     amp = amp_settings(cfg.system.amp_level_infer, dev.type)
     return evaluate(cfg, pipeline, model, path, dev, is_accelerator(dev), amp, progress, sweep)
