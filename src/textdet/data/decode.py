@@ -35,13 +35,10 @@ class DecodeImage:
         self.to_float32 = bool(to_float32)
         self.ignore_orientation = bool(ignore_orientation)
         self.keep_ori = bool(keep_ori)
-        self._flag = cv2.IMREAD_COLOR | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
-        # OpenCV >= 4.10 decodes straight to RGB (libjpeg/libpng write RGB): bit-identical to
-        # BGR + cvtColor, one full-frame pass less.
-        self._rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)
-        self._decode_rgb = img_mode == "RGB" and self._rgb_flag is not None
-        if self._decode_rgb:
-            self._flag = self._rgb_flag | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
+        # OpenCV >= 4.10 decodes straight to RGB: bit-identical to BGR + cvtColor, one full-frame pass less.
+        self._decode_rgb = img_mode == "RGB" and hasattr(cv2, "IMREAD_COLOR_RGB")
+        colour = cv2.IMREAD_COLOR_RGB if self._decode_rgb else cv2.IMREAD_COLOR
+        self._flag = colour | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         path = sample["img_path"]
@@ -133,26 +130,20 @@ class DetLabelEncode:
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         entries = self._entries(sample)
-        fast = self._parse_all(entries) if entries else None
-        if fast is not None:
-            texts = [str(e.get("transcription", "")) for e in entries]
-            sample["polys"] = fast
-            sample["texts"] = texts
-            sample["ignore_tags"] = np.array([t in IGNORE_TEXTS for t in texts], dtype=bool)
-            return self._warn_outside(sample)
-        polys, texts, tags = [], [], []
-        for i, entry in enumerate(entries):
-            text = str(entry.get("transcription", ""))
-            poly, reason = _parse_polygon(entry["points"])
-            if poly is None:
-                warnings.warn(f"{self._where(sample)}: polygon {i} ({text!r}) dropped: {reason}", stacklevel=2)
-                continue
-            polys.append(poly)
-            texts.append(text)
-            tags.append(text in IGNORE_TEXTS)
-        sample["polys"] = polys
-        sample["texts"] = texts
-        sample["ignore_tags"] = np.array(tags, dtype=bool)
+        texts = [str(e.get("transcription", "")) for e in entries]
+        polys = self._parse_all(entries) if entries else []
+        if polys is None:  # the per-entry path: drops bad polygons with a warning
+            polys, kept = [], []
+            for i, (entry, text) in enumerate(zip(entries, texts, strict=True)):
+                poly, reason = _parse_polygon(entry["points"])
+                if poly is None:
+                    warnings.warn(f"{self._where(sample)}: polygon {i} ({text!r}) dropped: {reason}", stacklevel=2)
+                    continue
+                polys.append(poly)
+                kept.append(text)
+            texts = kept
+        sample["polys"], sample["texts"] = polys, texts
+        sample["ignore_tags"] = np.array([t in IGNORE_TEXTS for t in texts], dtype=bool)
         return self._warn_outside(sample)
 
     def _warn_outside(self, sample: Sample) -> Sample:

@@ -4,6 +4,7 @@ when given. No host sync (no ``.item()``, no data-dependent shapes), so it fits 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 
 import torch
@@ -75,9 +76,8 @@ class DBLoss(nn.Module):
         if bce_replace not in _BCE_REPLACE:
             raise ValueError(f"DBLoss: bce_replace must be one of {list(_BCE_REPLACE)}, got {bce_replace!r}")
         if negative_ratio < 0 or min_negatives < 0:
-            raise ValueError(
-                f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, {min_negatives}"
-            )
+            raise ValueError(f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, "
+                             f"{min_negatives}")
         self.eps = float(eps)
         self.l1_scale = float(l1_scale)
         self.bce_scale = float(bce_scale)
@@ -86,10 +86,7 @@ class DBLoss(nn.Module):
         self.min_negatives = int(min_negatives)
 
     def extra_repr(self) -> str:
-        return (
-            f"eps={self.eps}, l1_scale={self.l1_scale}, bce_scale={self.bce_scale}, bce_replace={self.bce_replace!r}, "
-            f"negative_ratio={self.negative_ratio}, min_negatives={self.min_negatives}"
-        )
+        return ", ".join(f"{k}={getattr(self, k)!r}" for k in inspect.signature(DBLoss).parameters)
 
     def balanced_bce(self, pred: Tensor, gt: Tensor, mask: Tensor, logits: Tensor | None = None) -> Tensor:
         """Balanced BCE with per-image OHEM; pred, gt, mask fp32 (N, H, W), pred in [0, 1]; logits of pred."""

@@ -22,9 +22,7 @@ def to_polygon(points: Any) -> Polygon:
     if p.shape[0] < 3 or not np.isfinite(p).all():
         return Polygon()
     poly = Polygon(np.trunc(p))
-    if not poly.is_valid:
-        poly = poly.buffer(0)
-    return poly
+    return poly if poly.is_valid else poly.buffer(0)
 
 
 def _polygon_array(polys: Sequence[Any]) -> np.ndarray:
@@ -41,12 +39,7 @@ def _overlap_areas(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return out
     ba, bb = shapely.bounds(a), shapely.bounds(b)  # (xmin, ymin, xmax, ymax), NaN for empty
     with np.errstate(invalid="ignore"):
-        touch = (
-            (ba[:, None, 0] < bb[None, :, 2])
-            & (bb[None, :, 0] < ba[:, None, 2])
-            & (ba[:, None, 1] < bb[None, :, 3])
-            & (bb[None, :, 1] < ba[:, None, 3])
-        )
+        touch = ((ba[:, None, :2] < bb[None, :, 2:]) & (bb[None, :, :2] < ba[:, None, 2:])).all(axis=2)
     ia, ib = np.nonzero(touch)
     if len(ia):
         out[ia, ib] = shapely.area(shapely.intersection(a[ia], b[ib]))
@@ -161,9 +154,8 @@ class DetMetric:
     def __init__(self, main_indicator: str = "f-score", iou_thresh: float = 0.5,
                  area_precision_constraint: float = 0.5, protocol: str = "icdar15") -> None:
         if main_indicator not in ("recall", "precision", "f-score"):
-            raise ValueError(
-                f"DetMetric: main_indicator must be 'recall', 'precision' or 'f-score', got {main_indicator!r}"
-            )
+            raise ValueError(f"DetMetric: main_indicator must be 'recall', 'precision' or 'f-score', got "
+                             f"{main_indicator!r}")
         if protocol not in PROTOCOLS:
             raise ValueError(f"DetMetric: protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         self.main_indicator, self.protocol = main_indicator, protocol
@@ -180,10 +172,8 @@ class DetMetric:
         """Add a batch: per image, ``preds`` (polygons (P, 2) or a post-process dict with "polys"), ``gts``
         (polygons (P, 2)) and ``ignore_tags`` ((len(gts[i]),) bool, True = ``###``; None: no don't-care GT)."""
         if not (len(preds) == len(gts) == len(ignore_tags)):
-            raise ValueError(
-                f"DetMetric.update: batch sizes differ: {len(preds)} preds, {len(gts)} gts, "
-                f"{len(ignore_tags)} ignore_tags"
-            )
+            raise ValueError(f"DetMetric.update: batch sizes differ: {len(preds)} preds, {len(gts)} gts, "
+                             f"{len(ignore_tags)} ignore_tags")
         kwargs = {} if self.protocol == "deteval" else {
             "iou_thresh": self.iou_thresh, "area_precision_constraint": self.area_precision_constraint}
         for dets, gt, ignore in zip(preds, gts, ignore_tags, strict=True):
