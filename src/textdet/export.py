@@ -27,11 +27,8 @@ BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a r
 
 # ----------------------------------------------------------------------------- ONNX Runtime
 class OnnxModel:
-    """An ONNX DB-style model under ONNX Runtime.
-    ``run(images)``: float32 (N, 3, H, W) numpy -> (N, 1, H, W) float32 probabilities; called with a tensor it returns
-    ``{"binary": tensor}`` like DBNet in eval mode, so the Evaluator runs it unchanged.
-    ``path``: one rank-4 3-channel image input, one (N, 1, H, W) or (N, H, W) output (``binary``, else the first);
-    ``device``: "cpu", "cuda[:N]", "npu[:N]" or None (first accelerator provider). TextdetError on a bad file/model."""
+    """An ONNX DB-style model (one (N, 3, H, W) input, one probability map output) under ONNX Runtime on ``device``;
+    ``run`` takes numpy, a call takes a tensor and returns ``{"binary": P}`` like DBNet, for the Evaluator."""
 
     training = False
 

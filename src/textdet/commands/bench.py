@@ -203,10 +203,10 @@ def _median_seconds(fn: Callable[[], None], n: int, warmup: int, device) -> floa
         fn()
     times = []
     for _ in range(n):
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -230,12 +230,12 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
         if last_micro:
             trainer.optimizer_step()
         if step == warmup:
-            _sync(device)
+            synchronize(device)
             start = time.perf_counter()
         elif step > warmup:
             images += batch["image"].shape[0]
             wait += batches.wait  # seconds this step waited for its batch
-    _sync(device)
+    synchronize(device)
     elapsed = time.perf_counter() - start
     return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
             "data_wait_share": wait / max(elapsed, 1e-9), "steps": n, "batch_size": trainer.train_loader.batch_size,
@@ -254,16 +254,10 @@ BENCHES: dict[str, Callable[..., dict]] = {
 }
 
 
-def _sync(device) -> None:
-    synchronize(device)
-
-
 def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
     if isinstance(value, dict):
         return {k: _rounded(v) for k, v in value.items()}
-    return value
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def format_table(part: str, result: dict) -> str:

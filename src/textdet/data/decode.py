@@ -1,6 +1,5 @@
-"""Decoding and labels: ``DecodeImage`` and ``DetLabelEncode``, MindOCR's names and keyword parameters.
-Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict`` (keys: docs/ARCHITECTURE.md), random only
-through ``rng``; polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (see ``geometric.py``)."""
+"""Decoding and labels: ``DecodeImage`` and ``DetLabelEncode`` (MindOCR's names and parameters). Every transform is
+``t(sample: dict, rng: np.random.Generator) -> dict``, random only through ``rng`` (keys: docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ IGNORE_TEXTS = ("###", "*")
 
 # ----------------------------------------------------------------------------- decoding and labels
 class DecodeImage:
-    """Read ``sample["img_path"]`` and decode it (cv2), like MindOCR's DecodeImage.
-    ``np.fromfile`` + ``cv2.imdecode`` so non-ASCII paths work; a bad file raises ``SampleError`` naming it (the
-    dataset skips it). Sets ``image``, ``raw_img_shape`` (h, w) and, with keep_ori, ``image_ori``."""
+    """Decode ``sample["img_path"]`` (``np.fromfile``: non-ASCII paths work) into ``image``, ``raw_img_shape`` (h, w)
+    and with keep_ori ``image_ori``, like MindOCR's; a bad file raises ``SampleError`` naming it."""
 
     def __init__(self, img_mode: str = "BGR", channel_first: bool = False, to_float32: bool = False,
                  ignore_orientation: bool = False, keep_ori: bool = False) -> None:
@@ -84,10 +82,8 @@ def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
 
 
 class DetLabelEncode:
-    """Parse the JSON annotation into ``polys``, ``texts`` and ``ignore_tags``.
-    ``sample["label"]``: JSON text or a parsed list of ``{"transcription": str, "points": [[x, y], ...]}``;
-    ``###`` and ``*`` are don't-care. Bad polygons are dropped with a warning, malformed JSON raises ``SampleError``
-    naming file and line (differences from MindOCR: docs/DESIGN_NOTES.md)."""
+    """``sample["label"]`` (JSON text or list of ``{"transcription", "points"}``) -> ``polys``, ``texts``,
+    ``ignore_tags`` (``###``/``*``). Bad polygons are dropped with a warning, bad JSON raises ``SampleError``."""
 
     @staticmethod
     def _where(sample: Sample) -> str:
@@ -107,9 +103,8 @@ class DetLabelEncode:
 
     @staticmethod
     def _parse_all(entries: list) -> list[np.ndarray] | None:
-        """Vectorised parse for the common case: every polygon has the same vertex count (quads) and
-        all are valid. Returns the float32 polygons, or None to fall back to the per-entry path
-        (which also issues the warnings). Same values as ``_parse_polygon`` entry by entry."""
+        """The float32 polygons when all have one vertex count (quads) and are valid (as ``_parse_polygon``), in one
+        numpy pass; else None (the per-entry path, which warns)."""
         try:
             arr = np.array([e["points"] for e in entries], dtype=np.float64)
         except (TypeError, ValueError):  # ragged, or not numbers

@@ -1,9 +1,6 @@
-"""MindOCR's geometric training transforms (flip, rotate, scale, crop, validate) and their affine machinery;
-each is ``t(sample: dict, rng: np.random.Generator) -> dict`` as in ``decode.py``.
-
-Polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (pixel (i, j) centred at x = j, y = i), so each
-transform is one affine map applied alike to pixels and polygons; ``plan()`` returns it for ``pipeline.FusedGeometry``
-(details and the MindOCR difference: docs/DESIGN_NOTES.md)."""
+"""MindOCR's geometric training transforms (flip, rotate, scale, crop, validate): each is one affine map on
+pixel-centre coordinates, applied alike to pixels and polygons; ``plan()`` returns it for ``pipeline.FusedGeometry``
+(coordinates and the MindOCR difference: docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
@@ -60,10 +57,8 @@ def _apply(t: Any, sample: Sample, rng: np.random.Generator, warp: Any) -> Sampl
 
 # ----------------------------------------------------------------------------- geometric (training)
 class RandomHorizontalFlip:
-    """Mirror the image left-right with probability ``p``; polygons follow.
-    In pixel-centre coordinates column j goes to W - 1 - j, so x' = W - 1 - x (as MindOCR): a
-    polygon filled with cv2.fillPoly then flipped covers exactly the pixels of the flipped polygon.
-    Vertex order is reversed so clockwise polygons stay clockwise."""
+    """Mirror left-right with probability ``p``: x' = W - 1 - x (as MindOCR), vertex order reversed so clockwise
+    polygons stay clockwise."""
 
     def __init__(self, p: float = 0.5) -> None:
         self.p = check_prob(p)
@@ -82,11 +77,8 @@ class RandomHorizontalFlip:
 
 
 class RandomRotate:
-    """Rotate by an angle ~ U[degrees[0], degrees[1]] about (w // 2, h // 2) with probability ``p``.
-    Fix of a MindOCR bug: the angle is a *float* drawn uniformly from the closed range; MindOCR
-    uses ``randint`` and so only ever rotates by whole degrees. With ``expand_canvas`` the canvas
-    grows to hold the whole rotated image (MindOCR's formula); without it the size stays and the
-    corners are cut (ValidatePolygons deals with polygons pushed out). Uncovered pixels are 0."""
+    """Rotate by a float angle ~ U[degrees] (MindOCR: whole degrees only) about (w // 2, h // 2) with probability
+    ``p``; ``expand_canvas`` grows the canvas to hold the whole image (MindOCR's formula), else corners are cut."""
 
     def __init__(self, degrees: tuple[float, float] = (-10, 10), expand_canvas: bool = True, p: float = 1.0) -> None:
         self.degrees = sorted_pair(degrees, "degrees")
@@ -116,10 +108,8 @@ class RandomRotate:
 
 
 class RandomScale:
-    """Resize by s ~ U[scale_range] with probability ``p``, as MindOCR.
-    With ``size_limits`` (min_side, max_side) the range is narrowed so both sides stay within the
-    limits (when impossible, the max limit wins). The output size is round(side * s) and polygons
-    use the exact per-axis factor round(side * s) / side with the pixel-centre map of cv2.resize."""
+    """Resize by s ~ U[scale_range] with probability ``p``, as MindOCR; ``size_limits`` (min_side, max_side)
+    narrows the range to keep both sides within them (the max wins). Sides become round(side * s)."""
 
     def __init__(self, scale_range: tuple[float, float] = (1.0, 1.0), size_limits: tuple[int, int] | None = None,
                  p: float = 0.5) -> None:
@@ -160,10 +150,8 @@ def _poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
-    """Mark the indices 0..n-1 covered by any closed interval [round(lo_k), round(hi_k)].
-    A difference array makes this O(n + K) with no Python loop. Intervals are clipped to the
-    image, so a polygon entirely outside it marks nothing (MindOCR would mark index 0).
-    ``lo``, ``hi``: (K,) interval ends in pixels; returns an (n,) bool array."""
+    """(n,) bool: the indices 0..n-1 covered by any interval [round(lo_k), round(hi_k)] (``lo``, ``hi``: (K,)),
+    by a difference array; an interval outside 0..n-1 marks nothing (MindOCR would mark index 0)."""
     a = np.clip(np.round(lo), 0, n).astype(np.int64)
     b = np.clip(np.round(hi) + 1, 0, n).astype(np.int64)
     keep = a < b
@@ -174,11 +162,9 @@ def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
 
 
 class RandomCropWithBBox:
-    """MindOCR's text-preserving random crop, then keep-ratio resize and zero-pad to ``crop_size``.
-    With probability ``p``, crop edges are drawn among rows/columns no non-ignored polygon covers; a crop needs both
-    sides >= ceil(side * min_crop_ratio) and one such polygon's bbox inside, within ``max_tries``, else the whole
-    image is used. The region is scaled by min(crop_size / region_size), zero-padded bottom/right to ``crop_size``;
-    ``actual_size`` (h, w) is the un-padded area. Occupancy marking is vectorised (MindOCR loops in Python)."""
+    """MindOCR's text-preserving random crop (with probability ``p``: edges on rows/columns no cared-for polygon
+    covers, sides >= min_crop_ratio, one polygon inside, else the whole image), keep-ratio resized and zero-padded
+    bottom/right to ``crop_size``; ``actual_size`` (h, w) is the un-padded area."""
 
     def __init__(self, max_tries: int = 10, min_crop_ratio: float = 0.1, crop_size: tuple[int, int] = (640, 640),
                  p: float = 0.5) -> None:
@@ -263,11 +249,8 @@ def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
 
 
 class ValidatePolygons:
-    """Drop polygons outside the visible area and mark barely visible ones as ignored (MindOCR).
-    Visible area: ``actual_size`` (the un-padded crop) or the image, [-0.5, w - 0.5] x [-0.5, h - 0.5] (MindOCR's
-    box(0, 0, w, h) in pixel-corner terms). A polygon outside it is dropped with its text and tag; one whose visible
-    area is < ``min_area`` becomes ignored. ``clip_to_visible_area`` keeps the visible part (ignored below
-    ``min_vertices``); polygons inside skip the clip, a vectorised Sutherland-Hodgman (no shapely)."""
+    """Drop polygons outside the visible area (``actual_size`` or the image) and ignore those with less than
+    ``min_area`` visible (MindOCR); ``clip_to_visible_area`` keeps the visible part (ignored below ``min_vertices``)."""
 
     def __init__(self, min_area: float = 1.0, clip_to_visible_area: bool = False, min_vertices: int = 4) -> None:
         if not isinstance(min_area, (int, float)) or min_area < 0:

@@ -1,8 +1,5 @@
-"""Synthetic ICDAR2015-layout text-detection data, so that everything runs with no download.
-Random backgrounds and clutter with words rendered by Pillow's built-in font, each placement warped in with one
-``warpPerspective``. Labels are word-level clockwise quads inside the image, never overlapping; tiny and
-low-contrast words are ``###``. Same seed, same bytes (one Generator per split, fixed JPEG quality).
-How it is drawn and why: docs/DESIGN_NOTES.md."""
+"""Synthetic ICDAR2015-layout text-detection data, so that everything runs with no download: word-level clockwise
+quads, never overlapping, tiny and faded words ``###``; same seed, same bytes (how and why: docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
@@ -365,11 +362,8 @@ def generate_dataset(
     out_dir: str, n_train: int = 100, n_val: int = 20, seed: int = 0, size: tuple[int, int] = (640, 480),
     progress: bool | None = None, n_heldout: int = 0, heldout_size: tuple[int, int] = (448, 336),
 ) -> dict:
-    """Write a synthetic data set in the ICDAR2015 layout (``{split}/images/img_N.jpg`` + a label file).
-    train -> ``train_gt.txt``, val -> ``test_gt.txt``, optional heldout -> ``heldout_gt.txt`` (rendered
-    differently, its own seed and ``heldout_size``, so it measures generalisation). Same seed, same bytes; each split
-    has its own generator. ``progress``: None shows a bar for 50+ images on a terminal. Returns ``{"out_dir",
-    "seed", "size", "train": {...}, "val": {...}}``, each split with images, words, ignored, image_dir, label_file."""
+    """Write ``{split}/images/img_N.jpg`` and ``train_gt.txt``, ``test_gt.txt`` (val) and optionally ``heldout_gt.txt``
+    (rendered differently at ``heldout_size``: a test of generalisation); returns a summary of each split."""
     if min(n_train, n_val, n_heldout) < 0:
         raise ValueError(f"n_train, n_val and n_heldout must be >= 0, got {n_train}, {n_val} and {n_heldout}")
     size = (int(size[0]), int(size[1]))

@@ -41,10 +41,8 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
 
 
 def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
-    """Select exactly ``k[i]`` of the largest ``valid`` entries per row of ``values``, with no sort or host sync.
-    The k-th largest is found by bisection over float32 bit patterns (exact, 31 compare + sum passes); ties at it
-    are kept in index order. values float (N, M) >= 0 where valid; valid bool (N, M); k int (N,) with
-    ``0 <= k[i] <= valid[i].sum()``. Returns bool (N, M) with ``k[i]`` True entries in row i."""
+    """bool (N, M): exactly ``k[i]`` (int (N,)) of the largest ``valid`` (bool (N, M)) entries per row of ``values``
+    (float (N, M) >= 0), ties in index order; bisection over float32 bit patterns, no sort or host sync."""
     bits = values.detach().float().abs().contiguous().view(torch.int32)  # abs() turns -0.0 into +0.0
     bits = torch.where(valid, bits, torch.full_like(bits, -1))  # never counted: every threshold is >= 0
     k = k.to(torch.int32).unsqueeze(1)  # int32 counts: summing bools into int32 is ~2x faster than int64
@@ -62,11 +60,9 @@ def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
 
 
 class DBLoss(nn.Module):
-    """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)``; ``L = L_prob`` when only P is given.
-    ``L_prob``: balanced BCE keeping the ``min(#neg, floor(negative_ratio * npos))`` hardest negatives per image
-    (``min_negatives`` for an image without text), or Dice when ``bce_replace="diceloss"``; ``L_thresh``: masked
-    L1 on T over ``thresh_mask``; ``L_binary``: Dice on B over ``mask``. Exact formula and the difference from
-    MindOCR: docs/DESIGN_NOTES.md. Returns the unscaled terms next to ``"loss"``; absent terms are zeros."""
+    """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)`` (``L_prob`` alone when only P is given):
+    balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/DESIGN_NOTES.md. Unscaled terms are returned
+    next to ``"loss"``."""
 
     def __init__(
         self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",

@@ -1,8 +1,6 @@
-"""Text-detection metric pooled over a data set: ICDAR2015 (default), DetEval or TIoU matching.
-Per image as the official ICDAR2015 ``script.py`` (integer-truncated shapely polygons, ``###`` don't-care,
-greedy one-to-one matching with ``IoU > iou_thresh``); counts pooled over images, each ratio 0 when its
-denominator is 0. DetEval and TIoU share the polygons, don't-care rule and pooling and give fractional credit.
-The full rules and where they differ from MindOCR: docs/DESIGN_NOTES.md."""
+"""Text-detection metric pooled over a data set: ICDAR2015 (the official ``script.py``'s rules, the default), DetEval
+or TIoU matching on integer-truncated polygons with ``###`` don't-care (rules and MindOCR differences:
+docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
