@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -190,8 +191,6 @@ def ensure_builtin_data() -> bool:
     tmp = root + ".partial"
     generate_dataset(tmp, s["n_train"], s["n_val"], seed=s["seed"], size=s["size"], n_heldout=s["n_heldout"])
     if os.path.isdir(root):
-        import shutil
-
         shutil.rmtree(root)
     os.replace(tmp, root)
     return True
@@ -226,8 +225,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     startup.mark("imports")
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
-                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite,
-                      pipelines=pipelines)
+                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite, pipelines=pipelines)
     if args.dry_run:
         from textdet.engine.report import banner
 
@@ -311,9 +309,7 @@ def cmd_metric(args: argparse.Namespace) -> int:
 def cmd_check_data(args: argparse.Namespace) -> int:
     from textdet.commands.check_data import check_data
 
-    cfg = load_cfg(args)
-    ok = check_data(cfg, dump_dir=args.dump, n_dump=args.n)
-    return 0 if ok else 1
+    return 0 if check_data(load_cfg(args), dump_dir=args.dump, n_dump=args.n) else 1
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -96,7 +96,6 @@ class Evaluator:
                  sweep: ThresholdSweep | None = None):
         self.loader, self.postprocess, self.metric, self.sweep = loader, postprocess, metric, sweep
         self.feed, self.amp, self.progress = feed, amp, progress
-        self.last_seconds = 0.0
         self.images = 0
         self.parts: dict[str, float] = {}
 
@@ -131,7 +130,7 @@ class Evaluator:
         self.metric.reset()
         if self.sweep is not None:
             self.sweep.reset()
-        t0, self.images = time.perf_counter(), 0
+        self.images = 0
         self.parts = dict.fromkeys(("data", "forward", "postprocess", "metric"), 0.0)
         bar = progress_bar(self.progress and distributed.is_main(), len(self.loader), "eval")
         pending, tick = None, time.perf_counter()
@@ -156,7 +155,6 @@ class Evaluator:
             counts = torch.as_tensor(np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device)
             self.metric.set_counts(distributed.all_reduce_sum(counts).cpu().numpy())
         model.train(was_training)
-        self.last_seconds = time.perf_counter() - t0
         return {k: float(v) for k, v in self.metric.compute().items()}
 
 
