@@ -105,9 +105,7 @@ class OnnxModel:
 
 def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False,
                   sweep: bool = False) -> dict:
-    """``textdet eval --onnx``: the keys of ``evaluate_checkpoint`` ("checkpoint" is the .onnx path), plus "onnx".
-    Only the eval data, postprocess and metric sections are used, so an external model needs no
-    ``model`` section. The feed stays on the CPU: ONNX Runtime takes numpy arrays."""
+    """``textdet eval --onnx``: ``evaluate_checkpoint``'s keys plus "onnx"; needs no ``model`` section."""
     import torch
 
     from textdet.engine.amp import amp_settings

@@ -47,10 +47,8 @@ def hub_checkpoint_dir() -> Path:
 
 def download(url: str, what: str, escape: str, folder: str | os.PathLike | None = None,
              timeout: float = TIMEOUT_S, progress: bool | None = None) -> Path:
-    """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed.
-    ``what`` (config key) and ``escape`` (how to do without the file) go into messages; ``timeout`` bounds connect
-    and each read. Raises ConfigError (offline, unreachable, truncated, hash mismatch) naming the file, the folder
-    and how to copy it by hand; nothing partial stays in the cache."""
+    """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed; a
+    failure is a ConfigError naming ``what`` (the config key), the folder and ``escape`` (how to do without it)."""
     folder = Path(folder) if folder is not None else hub_checkpoint_dir()
     dest = folder / os.path.basename(urlparse(url).path)
     if dest.is_file():

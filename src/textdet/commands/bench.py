@@ -1,6 +1,5 @@
-"""``textdet bench {data,model,train,postprocess,eval}``: time one part alone, with the config's settings.
-Objects come from ``textdet.engine.build`` (and the real ``Trainer``/``Evaluator``), so figures are a real run's;
-warm-up is never timed. ``--json`` prints one object on stdout (engine logs go to stderr)."""
+"""``textdet bench PART``: time one part alone with the config's settings and the real objects (``engine.build``,
+``Trainer``, ``Evaluator``), warm-up untimed; ``--json`` prints one object on stdout (logs go to stderr)."""
 
 from __future__ import annotations
 

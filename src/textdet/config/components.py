@@ -1,7 +1,5 @@
-"""Build a component from its spec (``name`` + keyword arguments), checked against the class it names.
-The constructor signature is the schema of a component section (backbone, neck, head, loss, postprocess,
-metric, transforms): unknown keys get the closest valid name, wrong types are rejected with the key path
-before anything is built. Every ``build_*`` goes through here, so all report errors alike."""
+"""Build a component from its spec (``name`` + keyword arguments): the constructor signature is the schema, so
+unknown keys get the closest valid name and wrong types are rejected before anything is built, alike everywhere."""
 
 from __future__ import annotations
 

@@ -58,10 +58,8 @@ def saturation_matrix(s: float) -> np.ndarray:
 
 
 class RandomColorAdjust:
-    """Random brightness, contrast, saturation and hue, like MindSpore's RandomColorAdjust.
-    A number v gives factors ~ U[max(0, 1 - v), 1 + v], a pair U[min, max]; hue shifts by a fraction in [-0.5, 0.5]
-    of a turn. Defaults are MindOCR's; ops run in order (brightness, contrast, saturation, hue) on uint8 with lookup
-    tables and cv2. The image is assumed RGB (MindOCR's DBNet configs; on BGR gray weights and hue direction differ)."""
+    """Random brightness, contrast, saturation and hue of an RGB image, like MindSpore's RandomColorAdjust: a number v
+    gives factors ~ U[max(0, 1 - v), 1 + v], a pair U[min, max]; hue shifts by a fraction of a turn in [-0.5, 0.5]."""
 
     def __init__(self, brightness: float | tuple = 32.0 / 255, contrast: float | tuple = (1.0, 1.0),
                  saturation: float | tuple = 0.5, hue: float | tuple = (0.0, 0.0)) -> None:
@@ -82,9 +80,7 @@ class RandomColorAdjust:
 
     def apply(self, image: np.ndarray, factors: tuple[float, float, float, float],
               out: np.ndarray | None = None) -> np.ndarray:
-        """Return a colour-adjusted uint8 (H, W, 3) image for drawn ``factors``.
-        ``out``: an array of the image's shape and dtype to write into (may be ``image``, in place); by default a new
-        array. Saturation in [0, 2] is one ``cv2.transform``, within 1 level of the reference (docs/DESIGN_NOTES.md)."""
+        """The uint8 (H, W, 3) image adjusted by drawn ``factors``, into ``out`` (may be ``image``) or a new array."""
         require_uint8_hwc(image, "RandomColorAdjust")
         if out is not None and (out.shape != image.shape or out.dtype != np.uint8):
             raise ValueError(f"out must be uint8 {image.shape}, got {out.dtype} {out.shape}")

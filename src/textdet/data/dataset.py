@@ -1,6 +1,5 @@
-"""DetDataset, its sampler and collate function, and the loader builder.
-Randomness is drawn per sample from ``(seed, epoch, index)``: reproducible whatever the number of workers, and
-persistent workers need no epoch hand-off (the sampler passes the epoch with each index)."""
+"""DetDataset, its sampler, collate and the loader builder. A sample's randomness comes from ``(seed, epoch, index)``:
+reproducible whatever the number of workers, and persistent workers need no epoch hand-off."""
 
 from __future__ import annotations
 
@@ -28,10 +27,8 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
 class DetDataset(Dataset):
-    """Image + polygon records from MindOCR/PaddleOCR label files, run through ``transform(sample, rng)``.
-    ``data_dir``/``label_file`` are relative to ``dataset_root``; ``output_columns``: keys returned, in order;
-    ``sample_ratio``: subsample/repeat; ``seed``: base of every sample's random stream; ``config_prefix``: names
-    keys in errors; ``cache_images``: True/False/"auto" shared-memory decoded images (``data.cache``)."""
+    """Records of MindOCR/PaddleOCR label files run through ``transform(sample, rng)``, returning ``output_columns``;
+    ``config_prefix`` names keys in errors; ``cache_images``: True/False/"auto" (``data.cache``)."""
 
     def __init__(
         self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],

@@ -1,7 +1,6 @@
 """Labels from annotation tools -> MindOCR/PaddleOCR label files, and any of them -> labelme JSON for review.
-``FORMATS``: name -> reader returning ``[(image name, [{"transcription", "points"}])]``, counts in a
-:class:`Summary`. Every "ignore" notion becomes ``###``; broken input is a DataError naming file and entry.
-Only the standard library at import time: the CLI lists these formats in ``textdet --help``."""
+``FORMATS``: name -> reader of ``[(image name, [{"transcription", "points"}])]``; every "ignore" becomes ``###``.
+Standard library only at import time: ``textdet --help`` lists these formats."""
 
 from __future__ import annotations
 

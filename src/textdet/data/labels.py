@@ -1,8 +1,5 @@
-"""MindOCR/PaddleOCR detection label files, and the raw ICDAR2015 ``gt_img_N.txt`` converter.
-A line is ``relative/path.jpg<TAB>[{"transcription": "...", "points": [[x, y], ...]}, ...]`` (MindOCR also
-accepts one space; the split is made before the JSON list). Reading never stops at a bad line: each problem is a
-:class:`Problem` naming file and line. ``###``/``*`` are kept (DetLabelEncode makes ``ignore_tags``); points
-beyond the image are left to the geometric transforms."""
+"""MindOCR/PaddleOCR label files (``path<TAB>[{"transcription", "points"}, ...]``, or one space before the list),
+read without stopping at a bad line (each is a :class:`Problem` naming file and line); the ICDAR2015 converter."""
 
 from __future__ import annotations
 
@@ -212,10 +209,8 @@ def read_label_files(
     label_files: str | Sequence[str], dataset_root: str = "", sample_ratio: float | Sequence[float] = 1.0,
     rng_seed: int = 0,
 ) -> tuple[list[LabelRecord], list[Problem]]:
-    """Read label files (relative to ``dataset_root`` unless absolute); returns ``(records, problems)``.
-    ``sample_ratio`` (one or one per file): keep ``round(n * ratio)`` records, a deterministic subset from
-    ``rng_seed`` below 1, ``floor(ratio)`` repeats plus a subset above. Problems cover every line read.
-    Raises DataError (missing/unreadable file) or ValueError (bad ratio or ratio count)."""
+    """``(records, problems)`` of label files (relative to ``dataset_root``); ``sample_ratio`` (one, or one per file)
+    keeps ``round(n * ratio)`` records (see ``_sample``)."""
     files = [label_files] if isinstance(label_files, (str, os.PathLike)) else list(label_files)
     ratios = [sample_ratio] * len(files) if _is_number(sample_ratio) else list(sample_ratio)
     if len(ratios) != len(files):

@@ -1,6 +1,5 @@
-"""Config transform lists -> transform objects: the TRANSFORMS table, build_transforms, Compose.
-``build_transforms`` fuses each run of flip / rotate / scale / crop into one ``FusedGeometry`` (same random draws,
-one warp of the original image); the sequential classes stay the reference implementation."""
+"""Config transform lists -> transform objects: the TRANSFORMS table, Compose and ``build_transforms``, which fuses
+flip / rotate / scale / crop into one ``FusedGeometry`` warp (the sequential classes stay the reference)."""
 
 from __future__ import annotations
 
@@ -42,10 +41,8 @@ def is_fusable(transform: object) -> bool:
 
 
 class FusedGeometry:
-    """Flip / rotate / scale / crop as one affine warp of the original image.
-    With the same seed the crop and polygons equal the sequential pipeline's; only the pixels differ (interpolated
-    once). ``color``: a pixel-wise RandomColorAdjust moved after the warp, onto the crop (why this is equivalent:
-    docs/DESIGN_NOTES.md)."""
+    """Flip / rotate / scale / crop as one affine warp of the original image: same crop and polygons as the sequential
+    pipeline, pixels interpolated once; ``color``: a RandomColorAdjust moved onto the crop (docs/DESIGN_NOTES.md)."""
 
     def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
         if not steps or not all(is_fusable(t) for t in steps):

@@ -87,11 +87,8 @@ def _round_up(value: int, divisor: int) -> int:
 
 
 class DetResize:
-    """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``.
-    MindOCR semantics: ``target_size`` forces ``limit_type`` none; ``min`` upscales a short side < limit_side_len,
-    ``max`` downscales a long side > it (keeping the ratio); none + keep_ratio fits the target (maybe padding), none
-    without it resizes to the target. Sizes are ceil'd to ``divisor`` when ``force_divisable`` (unless padded);
-    ``rounding: nearest`` as PaddleOCR's DetResizeForTest. Differences from MindOCR: docs/DESIGN_NOTES.md."""
+    """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``, with MindOCR's
+    ``limit_type`` / ``target_size`` / ``divisor`` semantics (and differences: docs/DESIGN_NOTES.md)."""
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
                  limit_type: str | None = "min", limit_side_len: int = 736, force_divisable: bool = True,

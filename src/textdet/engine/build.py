@@ -77,9 +77,8 @@ def main_indicator(cfg: Config) -> str:
 
 
 def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Compose, dict | None]:
-    """Move a trailing NormalizeImage + ToCHWImage onto the device (when ``enabled``: on CUDA), so workers ship
-    uint8 HWC (640x640: 1.2 MB instead of 4.9 MB); on a CPU the workers keep it. Returns the (shortened)
-    pipeline and the normalisation parameters, or the pipeline unchanged and None."""
+    """(pipeline without a trailing NormalizeImage + ToCHWImage, their parameters) when ``enabled`` (accelerators:
+    workers ship uint8, 4x fewer bytes), else (pipeline, None)."""
     ts = list(pipeline.transforms)
     norm = None
     if ts and isinstance(ts[-1], FusedNormalize):

@@ -51,11 +51,8 @@ class TrainingDiverged(TextdetError):
 
 
 class Trainer:
-    """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
-    ``device``: None picks CUDA when available; ``compile``: "auto" (system.mode 0 on CUDA), "on", "off";
-    ``progress``: tqdm bars (None: when stdout is a TTY); ``startup``: the CLI's launch timer;
-    ``overwrite``: a fresh run may replace another run's files in ``train.ckpt_save_dir``; ``pipelines``: what
-    ``engine.validate.validate`` returned (the CLI validates before importing torch), None validates here."""
+    """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains. ``compile``:
+    auto/on/off; ``progress`` None: when stdout is a TTY; ``pipelines``: what ``validate`` returned, None validates."""
 
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
                  startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False,

@@ -1,8 +1,5 @@
-"""Read ICDAR2015 GT / result files (folder or zip) or MindOCR label files, and score them.
-UTF-8 (BOM dropped, blank lines skipped): ``gt_img_N.txt`` lines ``x1,y1,...,x4,y4,transcription`` (commas
-allowed in it, ``###`` don't-care); ``res_img_N.txt`` lines ``x1,...,y4[,confidence]``; MindOCR label files
-``path<TAB>json`` (GT dicts, ``###``/``*`` don't-care, or point lists for predictions). Images pair by stem
-without a ``gt_``/``res_`` prefix (``img_12``)."""
+"""Read ICDAR2015 GT / result files (folder or zip; lines in ``textdet.icdar``) or MindOCR label files (GT dicts,
+``###``/``*`` don't-care, or point lists for predictions), and score them; images pair by stem (``img_12``)."""
 
 from __future__ import annotations
 
@@ -135,10 +132,8 @@ def load_preds(path: str | Path) -> PredTable:
 
 def evaluate_files(gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5,
                    protocol: str = "icdar15") -> dict[str, Any]:
-    """Score detections against GT with :class:`DetMetric` (``protocol``: icdar15, deteval or tiou).
-    A GT image without detections has none; detections for an image without GT raise DataError naming the file.
-    Returns ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images", "protocol"}`` (care counts;
-    ``tp`` is the recall credit, fractional for deteval/tiou)."""
+    """Score detections against GT with :class:`DetMetric` (``protocol``: icdar15, deteval or tiou): its scores plus
+    care counts ``tp`` (recall credit), ``n_gt``, ``n_det``, ``images``; detections of an image without GT fail."""
     gts, preds = load_gt(gt), load_preds(pred)
     orphans = sorted(set(preds) - set(gts))
     if orphans:

@@ -98,22 +98,15 @@ def _mean_inside(prob: np.ndarray, poly: np.ndarray) -> float:
 
 
 class DBPostprocess:
-    """Extract text boxes (``box_type="quad"``) or polygons (``"poly"``) from DBNet's probability map.
+    """Text boxes (``box_type="quad"``, TL, TR, BR, BL) or polygons (``"poly"``) from DBNet's probability map.
 
     Args:
-        box_type: "quad" (4 points TL, TR, BR, BL) or "poly" (the unclipped contour approximation).
-        binary_thresh: pixels with ``P >= binary_thresh`` are text.
-        box_thresh: candidates whose score is below this are dropped.
-        max_candidates: at most this many contours are examined per image.
-        expand_ratio: unclip ratio r in ``D = area * r / perimeter``.
-        score_mode: "bitmap" (default, MindOCR's score: mean of P over the foreground bitmap pixels in the
-            contour's bounding box; what MindOCR configs' ``box_thresh`` is calibrated for), "fast"
-            (PaddleOCR's: mean of P inside the min-area box / approximated polygon) or "slow" (PaddleOCR's:
-            mean of P inside the contour). See docs/DESIGN_NOTES.md.
-        use_dilation: dilate the bitmap with a 2x2 kernel before finding contours ("bitmap" scores still
-            use the undilated foreground ``P >= binary_thresh``).
-        pred_name: which map of a model output dict to use.
-        rescale_fields: accepted for MindOCR configs (``["polys"]``); the polygons are always rescaled.
+        binary_thresh: pixels with ``P >= binary_thresh`` are text; box_thresh: lower-scoring candidates are dropped.
+        max_candidates: contours examined per image; expand_ratio: unclip ratio r in ``D = area * r / perimeter``.
+        score_mode: "bitmap" (MindOCR's, what its ``box_thresh`` values are calibrated for), "fast" or "slow"
+            (PaddleOCR's); see docs/DESIGN_NOTES.md.
+        use_dilation: dilate the bitmap (2x2) before finding contours ("bitmap" scores use the undilated one).
+        pred_name: the map of a model output dict; rescale_fields: accepted for MindOCR configs, always rescaled.
     """
 
     def __init__(self, box_type: str = "quad", binary_thresh: float = 0.3, box_thresh: float = 0.7,
