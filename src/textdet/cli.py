@@ -227,7 +227,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
                       startup=startup, dry_run=args.dry_run, overwrite=args.overwrite, pipelines=pipelines)
     if args.dry_run:
-        from textdet.engine.report import banner
+        from textdet.engine.logs import banner
 
         startup.mark("dry run checks")
         print(banner(trainer))

@@ -32,10 +32,7 @@ def polygon_perimeter(poly: np.ndarray) -> float:
 
 def shrink_distance(poly: np.ndarray, shrink_ratio: float) -> float:
     """DB's offset D = A * (1 - r^2) / L, used both to shrink (targets) and to pad (border map)."""
-    perimeter = polygon_perimeter(poly)
-    if perimeter <= 0:
-        return 0.0
-    return polygon_area(poly) * (1.0 - shrink_ratio**2) / perimeter
+    return unclip_distance(poly, 1.0 - shrink_ratio**2)
 
 
 def unclip_distance(poly: np.ndarray, expand_ratio: float) -> float:

@@ -33,9 +33,8 @@ from textdet.engine.checkpoint import (
 from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
-from textdet.engine.logs import EpochStats, MetricsWriter, setup_logging
+from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
 from textdet.engine.optim import build_optimizer
-from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
