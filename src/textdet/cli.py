@@ -165,7 +165,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-# ------------------------------------------------------------------------------------------------ commands
 def _parse_size(text: str) -> tuple[int, int]:
     try:
         w, h = (int(v) for v in text.lower().split("x"))

@@ -25,7 +25,6 @@ MAX_ABS_DIFF = 1e-3  # ONNX Runtime vs PyTorch probability maps, fp32
 BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a rounded corner by 1 px
 
 
-# ----------------------------------------------------------------------------- ONNX Runtime
 class OnnxModel:
     """An ONNX DB-style model (one (N, 3, H, W) input, one probability map output) under ONNX Runtime on ``device``;
     ``run`` takes numpy, a call takes a tensor and returns ``{"binary": P}`` like DBNet, for the Evaluator."""
@@ -118,7 +117,6 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
     return {**result, "onnx": result["checkpoint"]}
 
 
-# ----------------------------------------------------------------------------- export
 def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0], width: int = DEFAULT_EXPORT_HW[1],
                 opset: int = DEFAULT_OPSET) -> str:
     """Trace ``model`` in eval mode on a (1, 3, height, width) example and write ``path`` atomically; batch, H, W are

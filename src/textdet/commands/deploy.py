@@ -57,9 +57,6 @@ def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
     return json_path, txt_path
 
 
-# ----------------------------------------------------------------------------- command
-
-
 def build_detector(args: argparse.Namespace) -> Detector:
     """The Detector that ``textdet predict`` options describe; usage errors as TextdetError."""
     if args.batch_size < 1:

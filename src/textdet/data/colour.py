@@ -12,7 +12,6 @@ from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 
 
-# ----------------------------------------------------------------------------- photometric
 def _factor_range(value: Any, name: str) -> tuple[float, float]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value < 0:

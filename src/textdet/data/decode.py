@@ -19,7 +19,6 @@ Sample = dict[str, Any]
 IGNORE_TEXTS = ("###", "*")
 
 
-# ----------------------------------------------------------------------------- decoding and labels
 class DecodeImage:
     """Decode ``sample["img_path"]`` (``np.fromfile``: non-ASCII paths work) into ``image``, ``raw_img_shape`` (h, w)
     and with keep_ori ``image_ori``, like MindOCR's; a bad file raises ``SampleError`` naming it."""

@@ -90,7 +90,6 @@ def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, su
     return True
 
 
-# ----------------------------------------------------------------------------- readers
 def read_labelme(src: str, summary: Summary, image_dir: str | None = None) -> list[Record]:
     """a folder of labelme JSON files (polygon/rectangle shapes, label = transcription)"""
     files = sorted(os.path.join(d, n) for d, _, names in os.walk(src) for n in names if n.endswith(".json"))
@@ -248,7 +247,6 @@ FORMATS: dict[str, Callable[..., list[Record]]] = {
 }
 
 
-# ----------------------------------------------------------------------------- writers
 def write_labelme(records: list[Record], out_dir: str, image_dir: str) -> None:
     """``out_dir/<name without extension>.json`` per image: one polygon shape per annotation (label = transcription,
     description = score if any); imagePath relative to that file and the image's size, as labelme wants."""

@@ -28,7 +28,6 @@ def pad_bottom_right(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return out
 
 
-# ----------------------------------------------------------------------------- normalisation
 def _mean_std(value: Any, name: str, default: tuple[float, ...]) -> np.ndarray:
     if isinstance(value, str):
         if value.lower() != "imagenet":
@@ -81,7 +80,6 @@ class ToCHWImage:
     __repr__ = component_repr
 
 
-# ----------------------------------------------------------------------------- eval/infer resize
 def _round_up(value: int, divisor: int) -> int:
     return max(math.ceil(value / divisor) * divisor, divisor)
 

@@ -32,16 +32,9 @@ def _nesterov(groups, lr, momentum, **_):
     return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
 
 
-def _adam(groups, lr, beta1, beta2, eps, **_):
-    return torch.optim.Adam(groups, lr=lr, betas=(beta1, beta2), eps=eps)
-
-
-def _adamw(groups, lr, beta1, beta2, eps, **_):
-    return torch.optim.AdamW(groups, lr=lr, betas=(beta1, beta2), eps=eps)
-
-
-def _nadam(groups, lr, beta1, beta2, eps, **_):
-    return torch.optim.NAdam(groups, lr=lr, betas=(beta1, beta2), eps=eps)
+def _adam_like(cls: type[torch.optim.Optimizer]):
+    """Adam, AdamW and NAdam take MindOCR's beta1, beta2 and eps alike."""
+    return lambda groups, lr, beta1, beta2, eps, **_: cls(groups, lr=lr, betas=(beta1, beta2), eps=eps)
 
 
 def _rmsprop(groups, lr, momentum, eps, **_):
@@ -56,9 +49,9 @@ OPTIMIZERS = {
     "sgd": _sgd,
     "momentum": _sgd,
     "nesterov": _nesterov,
-    "adam": _adam,
-    "adamw": _adamw,
-    "nadam": _nadam,
+    "adam": _adam_like(torch.optim.Adam),
+    "adamw": _adam_like(torch.optim.AdamW),
+    "nadam": _adam_like(torch.optim.NAdam),
     "rmsprop": _rmsprop,
     "adagrad": _adagrad,
 }
