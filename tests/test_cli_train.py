@@ -82,7 +82,9 @@ def test_first_loss_is_pinned(two_then_three):
 
 # Re-pinned (was 16.954945) when the ResNet stem max-pool moved to MindSpore's "same" padding (one pixel at
 # the bottom/right only), which MindOCR parity needs: the stride-4 features shift by one pixel.
-PINNED_FIRST_EPOCH_LOSS = 17.275609
+# Re-pinned (was 17.275609) when the built-in recipe moved to lr 0.004 and the synthetic training split to more
+# lines of words (issue 10).
+PINNED_FIRST_EPOCH_LOSS = 16.411439
 
 
 def test_resume_continues_exactly(two_then_three):
@@ -183,7 +185,7 @@ def test_dry_run_console_script(synth_root, tmp_path):
 
 def test_bad_config_fails_fast_with_location(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(open(RECIPE).read().replace("box_thresh: 0.4", "box_tresh: 0.4"))
+    bad.write_text(open(RECIPE).read().replace("box_thresh: 0.7", "box_tresh: 0.7"))
     cmd = [sys.executable, "-m", "textdet", "train", "-c", str(bad), "-o", "train.dataset.dataset_root=/nonexistent"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2

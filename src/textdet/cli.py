@@ -18,7 +18,7 @@ _T_MAIN = time.time()
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 BENCH_PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
-SYNTH_SETTINGS = {"n_train": 400, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
+SYNTH_SETTINGS = {"n_train": 2000, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
 
 
 def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -249,7 +249,9 @@ def _style(rng: np.random.Generator, base: int, tiny: bool, heldout: bool) -> di
         words, size = [_random_word(rng)], int(rng.uniform(0.012, 0.022) * base) + 1  # this order: same bytes
         return {"words": words, "size": size, "stroke": 0, "effect": "faded" if rng.random() < 0.3 else "none",
                 "face": face}
-    n_words = int(rng.integers(2, 4)) if rng.random() < 0.25 else 1
+    # Training shows lines of words more often: the gaps between words are what a word-level detector must learn.
+    lines, most = (0.25, 4) if heldout else (0.6, 6)
+    n_words = int(rng.integers(2, most)) if rng.random() < lines else 1
     size = max(5, int(np.exp(rng.uniform(np.log(0.04), np.log(0.15))) * base))
     stroke = max(1, int(round(size * rng.uniform(0.02, 0.05)))) if rng.random() < 0.3 else 0
     r = rng.random()

@@ -47,7 +47,7 @@ class ThresholdSweep:
     scoring at least that much: DBPostprocess drops a candidate only for ``score < box_thresh``, so every pair
     scores exactly as a run with those two thresholds."""
 
-    def __init__(self, postprocess, metric, binary_thresh=(0.2, 0.3, 0.4, 0.5),
+    def __init__(self, postprocess, metric, binary_thresh=(0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
                  box_thresh=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8)) -> None:
         self.fixed = {"binary_thresh": postprocess.binary_thresh, "box_thresh": postprocess.box_thresh}
         self.box, self.posts = sorted(box_thresh), {}
