@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,49 +85,46 @@ def _points(value: Any, where: str) -> np.ndarray:
     return arr
 
 
-def _put(table: dict, key: str, value: Any, where: str) -> None:
-    if key in table:
-        raise DataError(f"{where}: image id {key!r} appears twice")
-    table[key] = value
+def _load(path: str | Path, what: str, prefix: str, from_label: Callable, from_text: Callable) -> dict:
+    """Per image id: ``from_label(items, where)`` of each label-file line, or ``from_text(text, where)`` of each
+    ``{prefix}*.txt`` in a folder / zip."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such {what} file or folder")
+    if path.is_file() and not zipfile.is_zipfile(path):
+        rows = ((key, from_label(items, where), where) for key, items, where in _label_entries(path))
+    else:
+        rows = ((_image_id(where.rsplit(":", 1)[-1], prefix), from_text(text, where), where)
+                for where, text in _text_files(path, prefix))
+    table: dict = {}
+    for key, value, where in rows:
+        if key in table:
+            raise DataError(f"{where}: image id {key!r} appears twice")
+        table[key] = value
+    return table
+
+
+def _gt_items(items: Any, where: str) -> tuple[list[np.ndarray], np.ndarray]:
+    if not isinstance(items, list) or not all(isinstance(i, dict) and "points" in i for i in items):
+        raise DataError(f"{where}: expected a list of {{'transcription', 'points'}} objects")
+    ignore = np.array([i.get("transcription", "") in LABEL_IGNORE for i in items], dtype=bool)
+    return [_points(i["points"], where) for i in items], ignore
+
+
+def _pred_items(items: Any, where: str) -> tuple[list[np.ndarray], str]:
+    if not isinstance(items, list):
+        raise DataError(f"{where}: expected a list of polygons")
+    return [_points(i.get("points") if isinstance(i, dict) else i, where) for i in items], where
 
 
 def load_gt(path: str | Path) -> GtTable:
     """GT per image id from a folder / zip of ``gt_*.txt`` files, or from a MindOCR label file."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such GT file or folder")
-    table: GtTable = {}
-    if path.is_file() and not zipfile.is_zipfile(path):
-        for key, items, where in _label_entries(path):
-            if not isinstance(items, list) or not all(isinstance(i, dict) and "points" in i for i in items):
-                raise DataError(f"{where}: expected a list of {{'transcription', 'points'}} objects")
-            polys = [_points(i["points"], where) for i in items]
-            ignore = np.array([i.get("transcription", "") in LABEL_IGNORE for i in items], dtype=bool)
-            _put(table, key, (polys, ignore), where)
-        return table
-    for where, text in _text_files(path, "gt_"):
-        polys, ignore, _ = parse_icdar_gt(text, where)
-        _put(table, _image_id(where.rsplit(":", 1)[-1], "gt_"), (polys, ignore), where)
-    return table
+    return _load(path, "GT", "gt_", _gt_items, lambda text, where: parse_icdar_gt(text, where)[:2])
 
 
 def load_preds(path: str | Path) -> PredTable:
     """Detections per image id from a folder / zip of ``res_*.txt`` files, or a MindOCR-style result file."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such result file or folder")
-    table: PredTable = {}
-    if path.is_file() and not zipfile.is_zipfile(path):
-        for key, items, where in _label_entries(path):
-            if not isinstance(items, list):
-                raise DataError(f"{where}: expected a list of polygons")
-            polys = [_points(i.get("points") if isinstance(i, dict) else i, where) for i in items]
-            _put(table, key, (polys, where), where)
-        return table
-    for where, text in _text_files(path, "res_"):
-        polys, _ = parse_icdar_result(text, where)
-        _put(table, _image_id(where.rsplit(":", 1)[-1], "res_"), (polys, where), where)
-    return table
+    return _load(path, "result", "res_", _pred_items, lambda text, where: (parse_icdar_result(text, where)[0], where))
 
 
 def evaluate_files(gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5,
