@@ -1,5 +1,4 @@
-"""``textdet`` command line: one subcommand per job, errors as one readable paragraph. Heavy modules (torch, the
-model zoo) are imported inside each command, so ``textdet --help`` and a config typo answer in under a second."""
+"""``textdet`` command line: one subcommand per job, errors as one paragraph; torch is imported per command."""
 
 from __future__ import annotations
 

@@ -130,8 +130,7 @@ def cpu_bf16_fast() -> bool:
 
 
 def ort_providers(device: str | None, available: list[str]) -> list:
-    """ONNX Runtime providers for ``--device``: cpu; cuda[:N] / npu[:N] (that device, then CPU); None: the
-    first accelerator provider this onnxruntime has, then CPU."""
+    """ONNX Runtime providers for ``--device`` (that device, then CPU); None: the first accelerator one, then CPU."""
     if device is None:
         return [p for p in available if p in _ORT.values()][:1] + ["CPUExecutionProvider"]
     kind, _, index = str(device).partition(":")

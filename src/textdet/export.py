@@ -119,8 +119,7 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
 
 def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0], width: int = DEFAULT_EXPORT_HW[1],
                 opset: int = DEFAULT_OPSET) -> str:
-    """Trace ``model`` in eval mode on a (1, 3, height, width) example and write ``path`` atomically; batch, H, W are
-    dynamic and the eval output ``{"binary": P}`` becomes the one output ``binary``."""
+    """Trace ``model`` (eval mode) on a (1, 3, H, W) input into ``path``; batch, H, W dynamic, output ``binary``."""
     import torch
 
     from textdet.models.dbnet import INPUT_DIVISOR

@@ -39,8 +39,7 @@ def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
 
 
 def check_kwargs(fn: Callable, kwargs: Mapping[str, Any], where: str, injected: tuple[str, ...] = ()) -> None:
-    """Raise ConfigError for keyword arguments ``fn`` does not take or whose type clashes with its signature.
-    ``injected`` names arguments the caller supplies itself (a neck's ``in_channels``): setting them is an error."""
+    """ConfigError for keyword arguments ``fn`` does not take or mistypes, or ``injected`` ones (set by the caller)."""
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
@@ -99,7 +98,6 @@ def _matches(value: Any, expected: tuple[type, ...]) -> bool:
 
 
 def component_repr(obj: Any, **shown: Any) -> str:
-    """``Name(param=value, ...)`` over the ``__init__`` parameters that ``obj`` keeps as attributes (``shown``
-    replaces a value, e.g. an array by its list)."""
+    """``Name(param=value, ...)`` over the ``__init__`` parameters ``obj`` keeps; ``shown`` replaces values."""
     fields = {p: getattr(obj, p) for p in inspect.signature(type(obj)).parameters if hasattr(obj, p)}
     return f"{type(obj).__name__}({', '.join(f'{k}={v!r}' for k, v in {**fields, **shown}.items())})"

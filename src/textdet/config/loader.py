@@ -1,5 +1,4 @@
-"""Load MindOCR det YAML (anchors and aliases included) into the typed ``Config``.
-Errors name the key path, the YAML line and the closest valid key: a typo should cost seconds, not a run."""
+"""Load MindOCR det YAML (anchors, aliases) into the typed ``Config``; errors name key, YAML line, closest key."""
 
 from __future__ import annotations
 

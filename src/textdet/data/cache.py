@@ -122,8 +122,7 @@ def cacheable(decode: object) -> bool:
 
 
 def plan_cache(mode: bool | str, paths: Sequence[str], key: str) -> ImageCache | None:
-    """An ImageCache when ``mode`` is True, or "auto" and the decoded set fits in a quarter of the free
-    memory this process may use (divided among torchrun's local processes)."""
+    """An ImageCache when ``mode`` is True, or "auto" and the images fit in a quarter of this process's free memory."""
     if mode is False or mode == "false":
         return None
     sizes = image_sizes(paths)

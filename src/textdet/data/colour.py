@@ -69,8 +69,7 @@ class RandomColorAdjust:
 
     @property
     def is_pixelwise(self) -> bool:
-        """True when the output pixel depends only on the input pixel (contrast, which uses the
-        image mean, is off), so the op commutes with geometric warps and crops."""
+        """Whether each output pixel depends on its input pixel only (contrast off): commutes with warps and crops."""
         return self.contrast == (1.0, 1.0)
 
     def draw(self, rng: np.random.Generator) -> tuple[float, float, float, float]:

@@ -95,8 +95,7 @@ class DetDataset(Dataset):
 
 
 class EpochSampler(Sampler):
-    """Yields ``(epoch, index)`` keys: shuffled per epoch from the seed, sharded over ranks.
-    ``pad=True`` (training) wraps so every rank takes the same steps; evaluation does not pad (no image twice)."""
+    """``(epoch, index)`` keys, shuffled per epoch from the seed, sharded over ranks (``pad``: equal steps per rank)."""
 
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
         self.n, self.shuffle, self.seed = n, shuffle, seed

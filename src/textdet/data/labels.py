@@ -187,8 +187,7 @@ def _sample(records: list[LabelRecord], ratio: float, rng: np.random.Generator) 
 
 def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list[str] | None,
                         prefix: str = "dataset") -> tuple[str, list[str]]:
-    """The image folder and label files of a data set, or a DataError naming the config keys to fix.
-    Cheap and torch-free, so ``textdet train`` fails on a wrong path in well under a second."""
+    """The image folder and label files of a data set, or a DataError naming the config keys to fix (torch-free)."""
     def missing(what: str, path: str, key: str, value: str) -> DataError:
         return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={dataset_root!r} and "
                          f"{prefix}.{key}={value!r}); fix the path, e.g. -o {prefix}.dataset_root=DIR")

@@ -42,8 +42,7 @@ def _mean_std(value: Any, name: str, default: tuple[float, ...]) -> np.ndarray:
 
 
 class NormalizeImage:
-    """``(image - mean) / std`` in float32, channels swapped first when either swap flag is set.
-    ``"imagenet"`` means MindOCR's RGB 0-255 values. Mean and std are in the output channel order."""
+    """``(image - mean) / std`` in float32, channels swapped first if asked; "imagenet": MindOCR's RGB 0-255 values."""
 
     def __init__(self, mean: str | list[float] = "imagenet", std: str | list[float] = "imagenet", is_hwc: bool = True,
                  bgr_to_rgb: bool = False, rgb_to_bgr: bool = False) -> None:

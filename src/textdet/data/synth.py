@@ -59,8 +59,7 @@ def _random_word(rng: np.random.Generator) -> str:
 
 
 def _background(rng: np.random.Generator, w: int, h: int, heldout: bool = False) -> np.ndarray:
-    """Smooth colour field plus grain: uint8 HxWx3 (uint8 cv2 ops throughout, for speed).
-    Held-out images get a kind the training split never shows: multi-scale colour texture."""
+    """Smooth colour field plus grain, uint8 HxWx3; held-out images get multi-scale colour texture instead."""
     if heldout:
         layers = [cv2.resize(rng.integers(0, 256, (k, k, 3), dtype=np.uint8), (w, h), interpolation=cv2.INTER_CUBIC)
                   for k in (3, 9, 27)]
@@ -321,8 +320,7 @@ def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray,
 def generate_image(
     rng: np.random.Generator, size: tuple[int, int] = (640, 480), heldout: bool = False
 ) -> tuple[np.ndarray, list[dict]]:
-    """One synthetic image (size = (W, H), HxWx3 uint8 BGR) and ``[{"transcription", "points": [[x, y]] * 4}]``.
-    ``rng`` is the only randomness; ``heldout``: Hershey fonts, texture backgrounds, about twice the words."""
+    """One image (size (W, H), uint8 BGR) and its quads; ``heldout``: Hershey fonts, textures, about twice the words."""
     w, h = int(size[0]), int(size[1])
     if w < 32 or h < 32:
         raise ValueError(f"size: expected (W, H) of at least 32x32 pixels, got {size!r}")

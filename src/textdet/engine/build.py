@@ -51,8 +51,7 @@ def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None
 
 def load_model(cfg: Config, ckpt: str | None,
                keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[nn.Module, str | None]:
-    """The DBNet of ``cfg`` with the weights of ``resolve_ckpt(cfg, ckpt, keys)`` (``keys=()`` and no ``ckpt``: a
-    randomly initialised model) and the checkpoint's path."""
+    """The DBNet of ``cfg`` with ``resolve_ckpt``'s weights (random for ``keys=()`` and no ``ckpt``), and the path."""
     path, what = resolve_ckpt(cfg, ckpt, keys) if ckpt or keys else (None, None)
     model = build_model_from_config(cfg, pretrained_backbone=False)
     if path is not None:

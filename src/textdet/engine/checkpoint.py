@@ -22,8 +22,7 @@ from textdet.models import read_state_dict, strip_wrappers
 
 
 def atomic_save(obj: Any, path: str) -> None:
-    """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``.
-    A failed write (full disk, read-only folder) leaves the previous file as it was and says so."""
+    """``torch.save`` to a temp file, fsync, rename over ``path``; a failed write leaves the old file and says so."""
     folder, tmp = os.path.dirname(os.path.abspath(path)), None
     try:
         os.makedirs(folder, exist_ok=True)
@@ -140,8 +139,7 @@ def load_weights(model: nn.Module, path: str, what: str) -> None:
 
 
 def resolve_ckpt(cfg: Config, ckpt: str | None, keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[str, str]:
-    """(path, where it came from) of ``ckpt`` (--ckpt), else of the first config key of ``keys`` that is set; a URL
-    is downloaded."""
+    """(path, source) of ``ckpt`` (--ckpt), else of the first set config key of ``keys``; a URL is downloaded."""
     for path, what in ((ckpt, "--ckpt"), *((get_key(cfg, k), k) for k in keys)):
         if not path:
             continue

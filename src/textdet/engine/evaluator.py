@@ -172,8 +172,7 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
 
 def evaluate(cfg: Config, pipeline: Compose, model, checkpoint: str, dev: torch.device, normalize_on_device: bool,
              amp: AmpSettings, progress: bool = False, sweep: bool = False) -> dict:
-    """The config's eval set (``pipeline`` from ``validate``) through ``model`` (a torch module or an
-    ``export.OnnxModel``): both eval paths' wiring."""
+    """The config's eval set through ``model`` (torch or ``export.OnnxModel``): both eval paths' wiring."""
     pipe, normalize = build.split_device_normalize(pipeline, normalize_on_device)
     loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, dev)
     post, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)

@@ -10,8 +10,7 @@ from textdet.config.components import lookup
 
 def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
                  no_weight_decay_params: list[str] = ()) -> list[dict]:
-    """Split trainable parameters into decayed and non-decayed groups: with ``filter_bias_and_bn`` (MindOCR:
-    beta/gamma/bias names) every 1-D parameter gets no weight decay; nor do ``no_weight_decay_params``."""
+    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and ``no_weight_decay_params`` none."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:

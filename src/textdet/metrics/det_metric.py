@@ -79,8 +79,7 @@ def evaluate_image(
     dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
     area_precision_constraint: float = 0.5,
 ) -> tuple[int, int, int]:
-    """ICDAR2015 counts ``(tp, n_care_det, n_care_gt)`` for one image.
-    ``dets``/``gts``: polygons, each (P, 2) x then y; ``ignore_tags``: (len(gts),) bool, True = don't-care, or None."""
+    """ICDAR2015 counts ``(tp, n_care_det, n_care_gt)`` of one image; ``ignore_tags``: don't-care ``gts``, or None."""
     _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
     pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)[1]
     return len(pairs), int(len(dets) - dontcare.sum()), int((~ignore).sum())

@@ -86,8 +86,7 @@ def _points(value: Any, where: str) -> np.ndarray:
 
 
 def _load(path: str | Path, what: str, prefix: str, from_label: Callable, from_text: Callable) -> dict:
-    """Per image id: ``from_label(items, where)`` of each label-file line, or ``from_text(text, where)`` of each
-    ``{prefix}*.txt`` in a folder / zip."""
+    """Per image id: ``from_label`` of each label-file line, or ``from_text`` of each ``{prefix}*.txt`` (folder/zip)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such {what} file or folder")

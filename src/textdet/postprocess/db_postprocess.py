@@ -59,8 +59,7 @@ def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None) -> np.ndarray:
-    """``(prob >= thresh)`` as a uint8 (H, W) 0/1 bitmap in ``out`` (or a per-thread buffer that the thread's next
-    call overwrites)."""
+    """``prob >= thresh`` as uint8 (H, W) into ``out``, else a per-thread buffer (overwritten by the next call)."""
     if out is None:
         out = getattr(_BUFFERS, "bitmap", None)
         if out is None or out.shape != prob.shape:
