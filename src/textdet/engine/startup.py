@@ -90,12 +90,9 @@ def enable_compile_cache() -> str:
 
 def want_compile(mode: str, system_mode: int, accelerator: bool) -> bool:
     """``--compile on/off/auto``: auto compiles when ``system.mode`` is 0 on an accelerator (minutes on CPU)."""
-    if mode == "on":
-        return True
-    if mode == "off" or system_mode == 1:
-        return False
+    if mode != "auto" or system_mode == 1:
+        return mode == "on"
     if not accelerator:
         logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
                     "(force it with --compile on)")
-        return False
-    return True
+    return accelerator

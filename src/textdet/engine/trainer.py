@@ -177,14 +177,10 @@ class Trainer:
     def _resume(self, path: str) -> None:
         ck = load_checkpoint(path, "model.resume")
         self.model.load_state_dict(model_state(ck))
-        if "optimizer" in ck:
-            self.optimizer.load_state_dict(ck["optimizer"])
-        if "scaler" in ck:
-            self.scaler.load_state_dict(ck["scaler"])
-        if self.ema is not None and ck.get("ema"):
-            self.ema.load_state_dict(ck["ema"])
-        if "epoch_ckpts" in ck:
-            self.epoch_ckpts.load_state_dict(ck["epoch_ckpts"])
+        for key, part in (("optimizer", self.optimizer), ("scaler", self.scaler), ("ema", self.ema),
+                          ("epoch_ckpts", self.epoch_ckpts)):
+            if part is not None and ck.get(key):
+                part.load_state_dict(ck[key])
         self.epoch, self.step_in_epoch = int(ck.get("epoch", 0)), int(ck.get("step_in_epoch", 0))
         self.global_step = int(ck.get("step", 0))
         self.best = float(ck.get("best_metric", -math.inf))
