@@ -124,17 +124,14 @@ def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRec
     if not line.strip():
         return None, []
     split = _split_line(line)
-    if isinstance(split, str):
-        return None, [Problem(label_file, line_no, split, "error")]
-    path, anns = split
-    if not path:
-        return None, [Problem(label_file, line_no, "empty image path", "error")]
-    if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == "..":
-        msg = f"image path {path!r} leaves the data folder; write it relative to data_dir"
-        return None, [Problem(label_file, line_no, msg, "error")]
-    if not isinstance(anns, list):
-        msg = f"annotations must be a JSON list of objects, got {type(anns).__name__}"
-        return None, [Problem(label_file, line_no, msg, "error")]
+    path, anns = split if not isinstance(split, str) else ("", None)
+    error = (split if isinstance(split, str) else "empty image path" if not path
+             else f"image path {path!r} leaves the data folder; write it relative to data_dir"
+             if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == ".."
+             else f"annotations must be a JSON list of objects, got {type(anns).__name__}"
+             if not isinstance(anns, list) else None)
+    if error:
+        return None, [Problem(label_file, line_no, error, "error")]
     clean, problems = [], []
     for i, ann in enumerate(anns):
         good, reason, repair = _check_annotation(ann)
@@ -155,12 +152,9 @@ def _read_one(path: str) -> tuple[list[LabelRecord], list[Problem]]:
         raise DataError(f"label file not found: {path}") from None
     except OSError as e:
         raise DataError(f"cannot read label file {path}: {e.strerror or e}") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
     records, problems = [], []
-    # Split on b"\n" only: str.splitlines() would also split on \x1c, \x85, U+2028 ... which may
-    # legitimately appear inside a transcription.
-    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+    # Split on b"\n" only: str.splitlines() also splits on \x1c, \x85, U+2028, which may stand in a transcription.
+    for line_no, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
