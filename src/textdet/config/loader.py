@@ -138,38 +138,19 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 continue
         names = " or ".join(_type_name(o) for o in options)
         raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__})")
-    if tp is Any:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is Any or (tp in (bool, str) and isinstance(value, tp)) or (tp is type(None) and value is None):
         return value
-    if tp is type(None):
-        if value is None:
-            return None
-        raise ConfigError(f"{where}: expected null, got {value!r}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if tp is int and number and (isinstance(value, int) or value.is_integer()):
+        return int(value)
+    if tp is float and (number or isinstance(value, str)):  # PyYAML reads 1e-6 (no dot) as a string
+        with contextlib.suppress(ValueError):
             return float(value)
-        if isinstance(value, str):  # PyYAML reads 1e-6 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif tp in (list, dict) or origin in (list, dict):
+    if tp in (list, dict) or origin in (list, dict):
         base = origin or tp
-        if isinstance(value, base):
-            return value
-        if base is dict and value is None:
-            return {}
-    else:
+        if isinstance(value, base) or (base is dict and value is None):
+            return value if value is not None else {}
+    elif tp not in (bool, int, float, str, type(None)):
         raise AssertionError(f"unsupported schema type {tp}")
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
