@@ -71,11 +71,9 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
             digest = _transfer(url, f, timeout, sys.stderr.isatty() if progress is None else progress)
         match = _HASH.search(dest.name)
         if match and not digest.startswith(match.group(1)):
-            raise ConfigError(
-                f"{what}: {url} does not match the sha256 prefix in its name ({match.group(1)}, got "
-                f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a changed file? "
-                f"{by_hand}"
-            )
+            raise ConfigError(f"{what}: {url} does not match the sha256 prefix in its name ({match.group(1)}, got "
+                              f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a "
+                              f"changed file? {by_hand}")
         os.replace(tmp, dest)
     except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         raise ConfigError(f"{what}: cannot download {url} to {folder} ({exc}); {by_hand}") from None
@@ -111,11 +109,10 @@ def safe_load(path: str | os.PathLike, what: str) -> Any:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise ConfigError(
-            f"{what}: {path} holds pickled Python objects beyond tensors and plain data ({str(exc).splitlines()[0]}). "
-            f"textdet loads weights with torch.load(weights_only=True) because unpickling other objects can run "
-            f"code from the file. If you trust it, re-save only its state_dict: "
-            f"torch.save(torch.load(PATH, weights_only=False)['model'], 'clean.pth')"
-        ) from None
+        raise ConfigError(f"{what}: {path} holds pickled Python objects beyond tensors and plain data "
+                          f"({str(exc).splitlines()[0]}). textdet loads weights with torch.load(weights_only=True) "
+                          "because unpickling other objects can run code from the file. If you trust it, re-save only "
+                          "its state_dict: torch.save(torch.load(PATH, weights_only=False)['model'], 'clean.pth')"
+                          ) from None
     except Exception as exc:  # truncated or foreign file
         raise ConfigError(f"{what}: cannot read {path}: {exc}") from None

@@ -217,8 +217,7 @@ def _split_entry(entry: Any, index: int) -> tuple[str, dict]:
     if not isinstance(entry, dict) or len(entry) != 1:
         raise ConfigError(f"transform_pipeline[{index}]: expected {{Name: {{params}}}} or a name, got {entry!r}")
     (name, params), = entry.items()
-    if params is None:
-        params = {}
+    params = {} if params is None else params
     if not isinstance(name, str) or not isinstance(params, dict):
         raise ConfigError(f"transform_pipeline[{index}] {name}: parameters must be a mapping, got {params!r}")
     return name, params

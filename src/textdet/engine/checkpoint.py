@@ -106,13 +106,10 @@ class EpochCheckpoints:
         if self.max_keep <= 0:
             return None
         self.kept.append((metric, epoch))
-        key = (lambda x: (x[0], x[1])) if self.policy == "top_k" else (lambda x: x[1])
-        self.kept.sort(key=key, reverse=True)
-        keep, drop = self.kept[: self.max_keep], self.kept[self.max_keep :]
-        self.kept = keep
-        path = None
-        if any(e == epoch for _, e in keep):
-            path = os.path.join(self.folder, f"e{epoch}.ckpt")
+        self.kept.sort(key=None if self.policy == "top_k" else (lambda x: x[1]), reverse=True)  # (metric, epoch)
+        self.kept, drop = self.kept[: self.max_keep], self.kept[self.max_keep :]
+        path = os.path.join(self.folder, f"e{epoch}.ckpt") if any(e == epoch for _, e in self.kept) else None
+        if path:
             atomic_save(obj, path)
         for _, e in drop:
             old = os.path.join(self.folder, f"e{e}.ckpt")

@@ -146,9 +146,8 @@ class DBPostprocess:
                 shape_list = shape_list.detach().cpu().numpy()
             shapes = np.asarray(shape_list, dtype=np.float64).reshape(-1, 4) if np.size(shape_list) else None
             if shapes is None or shapes.shape[0] != maps.shape[0]:
-                raise ValueError(
-                    f"DBPostprocess: shape_list must be (N, 4) with N = {maps.shape[0]}, got {np.shape(shape_list)}"
-                )
+                raise ValueError(f"DBPostprocess: shape_list must be (N, 4) with N = {maps.shape[0]}, got "
+                                 f"{np.shape(shape_list)}")
             if not (shapes > 0).all():
                 raise ValueError(f"DBPostprocess: shape_list values must be > 0, got {shapes.tolist()}")
             shapes = shapes.tolist()
