@@ -8,17 +8,20 @@ import inspect
 import os
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+import torch
+from torch import nn
 
 from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET
+from textdet.config import Config
+from textdet.device import ort_providers
+from textdet.engine.amp import amp_settings
+from textdet.engine.evaluator import evaluate
+from textdet.engine.validate import validate
 from textdet.errors import TextdetError
-
-if TYPE_CHECKING:
-    import numpy as np
-    import torch
-    from torch import nn
-
-    from textdet.config import Config
+from textdet.models.dbnet import INPUT_DIVISOR
 
 INPUT_NAME, OUTPUT_NAME = "x", "binary"
 MAX_ABS_DIFF = 1e-3  # ONNX Runtime vs PyTorch probability maps, fp32
@@ -40,8 +43,6 @@ class OnnxModel:
             raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
         self.path = path
         try:
-            from textdet.device import ort_providers
-
             self.session = ort.InferenceSession(path, providers=ort_providers(device, ort.get_available_providers()))
         except Exception as e:  # onnxruntime raises its own exception types for bad files
             raise TextdetError(f"cannot load ONNX model {path}: {e}") from None
@@ -60,8 +61,6 @@ class OnnxModel:
             raise TextdetError(f"{path}: output {out.name!r} has shape {out.shape}; expected a probability map "
                                "(N, 1, H, W) or (N, H, W)")
         self.input_name, self.output_name = inp.name, out.name
-        import numpy as np
-
         self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
         self.fixed_batch = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
         h, w = inp.shape[2], inp.shape[3]
@@ -70,8 +69,6 @@ class OnnxModel:
 
     def run(self, images: np.ndarray) -> np.ndarray:
         """float32 (N, 3, H, W) -> float32 (N, 1, H, W) probabilities."""
-        import numpy as np
-
         if self.fixed_hw is not None and tuple(images.shape[2:]) != self.fixed_hw:
             raise TextdetError(f"{self.path} takes {self.fixed_hw[0]}x{self.fixed_hw[1]} (HxW) inputs only, got "
                                f"{images.shape[2]}x{images.shape[3]}; resize to that size (DetResize target_size)")
@@ -88,8 +85,6 @@ class OnnxModel:
         return prob[:, None] if prob.ndim == 3 else prob
 
     def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        import torch
-
         return {"binary": torch.from_numpy(self.run(images.detach().float().cpu().numpy()))}
 
     def eval(self) -> OnnxModel:
@@ -105,12 +100,6 @@ class OnnxModel:
 def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False,
                   sweep: bool = False) -> dict:
     """``textdet eval --onnx``: ``evaluate_checkpoint``'s keys plus "onnx"; needs no ``model`` section."""
-    import torch
-
-    from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluator import evaluate
-    from textdet.engine.validate import validate
-
     pipeline = validate(cfg, ("eval",), model=False)["eval"]
     model, cpu = OnnxModel(onnx_path, device=device), torch.device("cpu")
     result = evaluate(cfg, pipeline, model, onnx_path, cpu, False, amp_settings("O0", "cpu"), progress, sweep)
@@ -120,10 +109,6 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
 def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0], width: int = DEFAULT_EXPORT_HW[1],
                 opset: int = DEFAULT_OPSET) -> str:
     """Trace ``model`` (eval mode) on a (1, 3, H, W) input into ``path``; batch, H, W dynamic, output ``binary``."""
-    import torch
-
-    from textdet.models.dbnet import INPUT_DIVISOR
-
     for name, v in (("height", height), ("width", width)):
         if v < INPUT_DIVISOR or v % INPUT_DIVISOR:
             raise TextdetError(f"--{name} {v}: must be a positive multiple of {INPUT_DIVISOR}")
@@ -150,9 +135,6 @@ def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0],
 
 def synthetic_image(height: int, width: int) -> np.ndarray:
     """A deterministic RGB uint8 test card: dark text lines on a light background."""
-    import cv2
-    import numpy as np
-
     img = np.full((height, width, 3), 235, np.uint8)
     scale = max(height, width) / 640
     for i, text in enumerate(("TEXTDET 2024", "onnx check", "DBNet export")):
@@ -164,8 +146,6 @@ def synthetic_image(height: int, width: int) -> np.ndarray:
 
 def same_boxes(a: dict, b: dict, tol: float = BOX_TOLERANCE_PX) -> bool:
     """Two post-processed results hold the same boxes (any order), corners within ``tol`` px."""
-    import numpy as np
-
     if len(a["polys"]) != len(b["polys"]):
         return False
     key = lambda p: (float(p[:, 1].min()), float(p[:, 0].min()))
@@ -178,9 +158,6 @@ def same_boxes(a: dict, b: dict, tol: float = BOX_TOLERANCE_PX) -> bool:
 def compare_onnx(model: nn.Module, onnx_path: str, preprocess: Callable[[np.ndarray], tuple], postprocess,
                  image: np.ndarray) -> dict:
     """PyTorch vs ONNX Runtime on one RGB image: max |P diff| and the post-processed boxes of both."""
-    import numpy as np
-    import torch
-
     x, shape = preprocess(image)
     model.eval()
     with torch.no_grad():

@@ -10,26 +10,27 @@ A Detector is preprocessing, a model (PyTorch DBNet or ONNX) and DBPostprocess (
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import torch
 
+from textdet.config import Config
 from textdet.config.loader import located
 from textdet.data.decode import DecodeImage
 from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize, NormalizeImage
+from textdet.device import pick_device
+from textdet.engine import build
+from textdet.engine.amp import AmpSettings, amp_settings
 from textdet.errors import ConfigError, DataError, TextdetError
+from textdet.export import OnnxModel
 from textdet.postprocess import DBPostprocess, build_postprocess
-
-if TYPE_CHECKING:
-    import torch
-
-    from textdet.config import Config
-    from textdet.engine.amp import AmpSettings
 
 logger = logging.getLogger("textdet")
 
@@ -128,10 +129,6 @@ class TorchRunner:
         self.model, self.device, self.amp = model.to(device).eval(), device, amp
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
-        import contextlib
-
-        import torch
-
         with torch.no_grad(), self.amp.context() if self.amp is not None else contextlib.nullcontext():
             prob = self.model(torch.from_numpy(images).to(self.device))["binary"]
         return prob.float().cpu().numpy()
@@ -152,10 +149,6 @@ class Detector:
                     batch_size: int = 8) -> Detector:
         """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on ``device``
         (default: the accelerator if any), autocast per ``system.amp_level_infer``; pre/post-processing of ``cfg``."""
-        from textdet.device import pick_device
-        from textdet.engine import build
-        from textdet.engine.amp import amp_settings
-
         model, _ = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
         postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
@@ -169,9 +162,6 @@ class Detector:
         """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's inference
         defaults (a fixed-size model is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or
         kwargs dicts) override."""
-        from textdet.engine.build import build_postprocess_from_config
-        from textdet.export import OnnxModel
-
         onnx = OnnxModel(path, device=device)
         pre = preprocess_from_config(cfg)
         if resize is None and (cfg is None or not _has_resize(cfg)) and onnx.fixed_hw is not None:
@@ -188,7 +178,7 @@ class Detector:
             postprocess = build_postprocess(postprocess.get("name", "DBPostprocess"),
                                             **{k: v for k, v in postprocess.items() if k != "name"})
         elif postprocess is None:
-            postprocess = build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
+            postprocess = build.build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
         if onnx.fixed_batch is not None:
             batch_size = 1 if onnx.fixed_batch == 1 else batch_size
         return cls(onnx.run, pre, postprocess, batch_size)
