@@ -207,7 +207,6 @@ def load_cfg(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from textdet.engine.startup import StartupTimer
-    from textdet.engine.validate import train_splits, validate
 
     startup = StartupTimer()
     startup.stages["python start"] = _T_MAIN - startup.t0
@@ -215,6 +214,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not args.config:  # the one-time data generation gets its own row, not folded into another stage
         startup.mark(f"built-in data ({'generated, once' if ensure_builtin_data() else 'cached'})")
     cfg = load_cfg(args)  # config and data errors surface before the seconds spent importing torch
+    from textdet.engine.validate import train_splits, validate  # after the YAML: a typo there fails faster
+
     pipelines = validate(cfg, train_splits(cfg))
     startup.mark("config")
     import torch  # noqa: F401  (timed as the import stage)
