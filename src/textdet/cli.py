@@ -199,10 +199,18 @@ def load_cfg(args: argparse.Namespace):
 
     if getattr(args, "config", None):
         return load_config(args.config, args.opt)
-    ensure_builtin_data()
-    root = builtin_data_root()
-    base = [f"train.dataset.dataset_root={root}", f"eval.dataset.dataset_root={root}"]
+    base = []
+    if needs_builtin_data(args.opt):
+        ensure_builtin_data()
+        root = builtin_data_root()
+        base = [f"train.dataset.dataset_root={root}", f"eval.dataset.dataset_root={root}"]
     return load_config(RECIPE, base + list(args.opt))
+
+
+def needs_builtin_data(opts: list[str]) -> bool:
+    """The built-in recipe needs its generated data unless ``-o`` points both data roots elsewhere."""
+    keys = {o.split("=", 1)[0].strip() for o in opts or ()}
+    return not {"train.dataset.dataset_root", "eval.dataset.dataset_root"} <= keys
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -211,7 +219,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     startup = StartupTimer()
     startup.stages["python start"] = _T_MAIN - startup.t0
     startup.last = _T_MAIN
-    if not args.config:  # the one-time data generation gets its own row, not folded into another stage
+    if not args.config and needs_builtin_data(args.opt):  # the one-time generation: its own row
         startup.mark(f"built-in data ({'generated, once' if ensure_builtin_data() else 'cached'})")
     cfg = load_cfg(args)  # config and data errors surface before the seconds spent importing torch
     from textdet.engine.validate import train_splits, validate  # after the YAML: a typo there fails faster
