@@ -64,8 +64,7 @@ def box_points(rects: np.ndarray) -> np.ndarray:
 
 
 def order_quads(boxes: np.ndarray) -> np.ndarray:
-    """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box (image coordinates).
-    The two leftmost points (stable sort by x) are TL, BL (by y, stable), the two rightmost TR, BR."""
+    """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box (leftmost two by y, then rightmost)."""
     rows = np.arange(len(boxes))[:, None]
     by_x = boxes[rows, np.argsort(boxes[..., 0], axis=1, kind="stable")]
     swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp), (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)

@@ -131,8 +131,7 @@ def fill_image_cache(dataset) -> bool:
 
 
 def _loader_rate(loader, n: int, skip: int, column: str) -> float:
-    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (one per worker: workers start together,
-    so their first batches arrive at once and would count as free samples)."""
+    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (the workers' first batches come at once)."""
     batches = _endless(loader)
     for _ in range(skip):
         next(batches)

@@ -133,8 +133,7 @@ class _Limited:
 
 
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
-    """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images.
-    ``ms_per_image`` per part; post-processing and metric overlap the next forward, so parts may exceed the total."""
+    """Images/s through the real Evaluator on the first ``n`` eval images, ``ms_per_image`` per (overlapping) part."""
     device = pick_device(args.device)
     pipe, normalize = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"], device.type != "cpu")
     dataset = build.build_dataset(cfg, "eval", pipe)

@@ -1,5 +1,4 @@
-"""Decoded images kept in one shared-memory block, so JPEG decoding happens once per image, not once per epoch.
-The map is made before the loader forks, so all workers share it: whoever decodes an image first stores it."""
+"""Decoded images in one shared-memory block made before the loader forks: each JPEG is decoded once, not per epoch."""
 
 from __future__ import annotations
 

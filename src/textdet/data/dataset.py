@@ -27,8 +27,7 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
 class DetDataset(Dataset):
-    """Records of MindOCR/PaddleOCR label files run through ``transform(sample, rng)``, returning ``output_columns``;
-    ``config_prefix`` names keys in errors; ``cache_images``: True/False/"auto" (``data.cache``)."""
+    """Label-file records run through ``transform(sample, rng)``; ``cache_images``: True/False/"auto" (data.cache)."""
 
     def __init__(
         self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],

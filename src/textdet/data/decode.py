@@ -20,8 +20,7 @@ IGNORE_TEXTS = ("###", "*")
 
 
 class DecodeImage:
-    """Decode ``sample["img_path"]`` (``np.fromfile``: non-ASCII paths work) into ``image``, ``raw_img_shape`` (h, w)
-    and with keep_ori ``image_ori``, like MindOCR's; a bad file raises ``SampleError`` naming it."""
+    """Decode ``sample["img_path"]`` (non-ASCII paths work) into ``image`` and ``raw_img_shape``, like MindOCR's."""
 
     def __init__(self, img_mode: str = "BGR", channel_first: bool = False, to_float32: bool = False,
                  ignore_orientation: bool = False, keep_ori: bool = False) -> None:
@@ -102,8 +101,7 @@ class DetLabelEncode:
 
     @staticmethod
     def _parse_all(entries: list) -> list[np.ndarray] | None:
-        """The float32 polygons when all have one vertex count (quads) and are valid (as ``_parse_polygon``), in one
-        numpy pass; else None (the per-entry path, which warns)."""
+        """All polygons as float32 in one numpy pass when they share a vertex count and are valid, else None."""
         try:
             arr = np.array([e["points"] for e in entries], dtype=np.float64)
         except (TypeError, ValueError):  # ragged, or not numbers

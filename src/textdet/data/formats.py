@@ -145,8 +145,7 @@ def read_cocotext(src: str, summary: Summary, split: str | None = None) -> list[
 
 
 def _ls_image_name(data: dict, where: str) -> str:
-    """The image file name of a Label Studio task: ``?d=`` path of local files, else the URL's last part
-    (without the 8-hex-digit prefix that Label Studio gives uploaded files)."""
+    """A Label Studio task's image name: the ``?d=`` path, else the URL's last part without the upload prefix."""
     value = data.get("ocr") or data.get("image") or next((v for v in data.values() if isinstance(v, str)), None)
     if not isinstance(value, str):
         raise DataError(f"{where}: no image URL in 'data' (expected data.ocr or data.image)")
@@ -283,9 +282,7 @@ def write_label_file(records: list[Record], out: str) -> None:
 
 def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
                    **options: Any) -> Summary:
-    """Read ``src`` in format ``fmt`` (a key of FORMATS), write a label file or (``to="labelme"``) labelme files.
-    ``image_dir``: the folder image names are relative to (labelme input: default the input folder; labelme output:
-    where the images are read for their size, default "."). ``options``: the reader's own (cocotext ``split``)."""
+    """Read ``src`` in format ``fmt`` (a FORMATS key); write a label file or, ``to="labelme"``, labelme files."""
     summary = Summary()
     records = FORMATS[fmt](src, summary, **({"image_dir": image_dir} if fmt == "labelme" else {}), **options)
     summary.images = len(records)

@@ -57,8 +57,7 @@ def _apply(t: Any, sample: Sample, rng: np.random.Generator, warp: Any) -> Sampl
 
 # ----------------------------------------------------------------------------- geometric (training)
 class RandomHorizontalFlip:
-    """Mirror left-right with probability ``p``: x' = W - 1 - x (as MindOCR), vertex order reversed so clockwise
-    polygons stay clockwise."""
+    """Mirror left-right with probability ``p`` (x' = W - 1 - x, as MindOCR), vertex order reversed (clockwise)."""
 
     def __init__(self, p: float = 0.5) -> None:
         self.p = check_prob(p)
@@ -108,8 +107,7 @@ class RandomRotate:
 
 
 class RandomScale:
-    """Resize by s ~ U[scale_range] with probability ``p``, as MindOCR; ``size_limits`` (min_side, max_side)
-    narrows the range to keep both sides within them (the max wins). Sides become round(side * s)."""
+    """Resize by s ~ U[scale_range] with probability ``p`` (MindOCR); ``size_limits`` bounds both sides."""
 
     def __init__(self, scale_range: tuple[float, float] = (1.0, 1.0), size_limits: tuple[int, int] | None = None,
                  p: float = 0.5) -> None:
@@ -162,9 +160,7 @@ def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
 
 
 class RandomCropWithBBox:
-    """MindOCR's text-preserving random crop (with probability ``p``: edges on rows/columns no cared-for polygon
-    covers, sides >= min_crop_ratio, one polygon inside, else the whole image), keep-ratio resized and zero-padded
-    bottom/right to ``crop_size``; ``actual_size`` (h, w) is the un-padded area."""
+    """MindOCR's text-preserving random crop, keep-ratio resized and zero-padded to ``crop_size`` (``actual_size``)."""
 
     def __init__(self, max_tries: int = 10, min_crop_ratio: float = 0.1, crop_size: tuple[int, int] = (640, 640),
                  p: float = 0.5) -> None:
@@ -238,8 +234,7 @@ def _clip_half_plane(pts: np.ndarray, axis: int, bound: float, keep_below: bool)
 
 
 def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
-    """Clip a (P, 2) polygon to [0, w] x [0, h] (Sutherland-Hodgman, vectorised per side) -> (Q, 2) float64,
-    consecutive duplicates removed; Q = 0 when it lies outside the box."""
+    """Clip a (P, 2) polygon to [0, w] x [0, h] (vectorised Sutherland-Hodgman) -> (Q, 2) float64, Q = 0 outside."""
     pts = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
     for axis, bound, below in ((0, 0.0, False), (0, float(w), True), (1, 0.0, False), (1, float(h), True)):
         pts = _clip_half_plane(pts, axis, bound, below)
@@ -278,8 +273,7 @@ class ValidatePolygons:
         return poly, ignore
 
     def _inside_areas(self, polys: list, w: float, h: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """Bbox fast path for equal-vertex-count polygons (quads): which lie wholly inside the visible
-        area, and their areas (corner coordinates, as ``_check``). None when the counts differ."""
+        """For quads (one vertex count): which lie wholly inside the visible area, and their areas; else None."""
         if len({len(p) for p in polys}) != 1 or len(polys[0]) < 3:
             return None
         corner = np.stack(polys).astype(np.float32) + np.float32(0.5)  # as _check: float32 poly + 0.5

@@ -23,8 +23,7 @@ _MIN_AREA = 1e-6
 
 @dataclass
 class LabelRecord:
-    """One usable label line: ``rel_path`` (relative to data_dir), validated ``annotations`` (finite points,
-    at least 3 per polygon, non-zero area), ``label_file`` and 1-based ``line_no`` (for messages)."""
+    """One usable label line: ``rel_path``, validated ``annotations``, and ``label_file``:``line_no`` for messages."""
 
     rel_path: str
     annotations: list[dict] = field(default_factory=list)
@@ -231,8 +230,7 @@ def _plain_number(v: object) -> int | float:
 
 
 def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
-    """One label line (no newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``, non-ASCII text kept as is
-    (``ensure_ascii=False``), numpy numbers converted to Python numbers."""
+    """One label line (no newline), ``rel_path<TAB>[...]``, non-ASCII kept, numpy numbers as Python numbers."""
     if not rel_path or any(c in rel_path for c in "\t\r\n"):
         raise ValueError(f"image path must be non-empty and free of tabs/newlines, got {rel_path!r}")
     anns = [

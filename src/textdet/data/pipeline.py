@@ -166,9 +166,7 @@ def fuse_normalize(transforms: list[Transform]) -> list[Transform]:
 
 # ----------------------------------------------------------------------------- compose and build
 class Compose:
-    """Run transforms in order on one sample.
-    ``Compose.timing = True`` (class or instance) records per transform ``stats`` {name: {"seconds", "count"}} for
-    ``textdet bench data``; names are class names, suffixed ``#2``, ``#3`` on repeats."""
+    """Run transforms in order; with ``timing`` (``textdet bench data``) ``stats`` holds seconds per transform."""
 
     timing: bool = False
 
@@ -230,8 +228,7 @@ def build_transform(entry: dict | str, index: int = 0) -> Transform:
 
 
 def build_transforms(pipeline: list[dict | str], fuse: bool = True) -> Compose:
-    """MindOCR ``transform_pipeline`` (``{Name: {param: value} | None}`` or ``"Name"`` entries) -> Compose.
-    ``fuse``: fuse geometry/normalisation (False keeps the sequential reference). ConfigError names the bad entry."""
+    """MindOCR ``transform_pipeline`` -> Compose; ``fuse=False`` keeps the sequential reference transforms."""
     if not isinstance(pipeline, (list, tuple)):
         raise ConfigError(f"transform_pipeline must be a list, got {type(pipeline).__name__}")
     transforms = [build_transform(entry, i) for i, entry in enumerate(pipeline)]

@@ -193,9 +193,7 @@ def _faded_colour(rng: np.random.Generator, roi: np.ndarray) -> np.ndarray:
 
 
 def _text_colour(rng: np.random.Generator, roi: np.ndarray, contrast: float) -> np.ndarray:
-    """A random colour at least ``contrast`` darker than the darker or brighter than the brighter
-    background (10th / 90th luminance percentile of ``roi``), so text stays readable over clutter
-    and gradients; where neither side has room, the side with more room gets the extreme."""
+    """A random colour ``contrast`` darker or brighter than ``roi``'s 10th / 90th luminance percentile (readable)."""
     lo, hi = np.percentile(cv2.cvtColor(roi, cv2.COLOR_BGR2GRAY)[::2, ::2], (10, 90))
     col = rng.uniform(0, 255, 3)
     cl = float(col @ _LUMA)
@@ -362,8 +360,7 @@ def generate_dataset(
     out_dir: str, n_train: int = 100, n_val: int = 20, seed: int = 0, size: tuple[int, int] = (640, 480),
     progress: bool | None = None, n_heldout: int = 0, heldout_size: tuple[int, int] = (448, 336),
 ) -> dict:
-    """Write ``{split}/images/img_N.jpg`` and ``train_gt.txt``, ``test_gt.txt`` (val) and optionally ``heldout_gt.txt``
-    (rendered differently at ``heldout_size``: a test of generalisation); returns a summary of each split."""
+    """Write ``{split}/images/img_N.jpg``, ``train_gt.txt``, ``test_gt.txt`` (+ ``heldout_gt.txt``); a summary."""
     if min(n_train, n_val, n_heldout) < 0:
         raise ValueError(f"n_train, n_val and n_heldout must be >= 0, got {n_train}, {n_val} and {n_heldout}")
     size = (int(size[0]), int(size[1]))

@@ -45,8 +45,7 @@ def amp_settings(level: str, device_type: str) -> AmpSettings:
 
 
 class LossScaler:
-    """MindOCR's loss scaling: dynamic divides by ``factor`` on overflow and multiplies after ``window`` clean steps;
-    disabled, a pass-through that still reports non-finite gradients."""
+    """MindOCR's loss scaling (dynamic: / ``factor`` on overflow, x ``factor`` after ``window`` clean steps)."""
 
     def __init__(self, enabled: bool, dynamic: bool, scale: float = 1.0, factor: float = 2.0, window: int = 2000):
         self.enabled, self.dynamic = enabled, dynamic

@@ -76,8 +76,7 @@ def main_indicator(cfg: Config) -> str:
 
 
 def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Compose, dict | None]:
-    """(pipeline without a trailing NormalizeImage + ToCHWImage, their parameters) when ``enabled`` (accelerators:
-    workers ship uint8, 4x fewer bytes), else (pipeline, None)."""
+    """(pipeline less a trailing NormalizeImage + ToCHWImage, their parameters) if ``enabled``, else (it, None)."""
     ts = list(pipeline.transforms)
     norm = None
     if ts and isinstance(ts[-1], FusedNormalize):

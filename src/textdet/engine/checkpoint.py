@@ -43,8 +43,7 @@ def atomic_save(obj: Any, path: str) -> None:
 
 
 def resume_due(interval: int | str, step: int, since_save_s: float) -> bool:
-    """Mid-epoch ``train_resume.ckpt`` due? ``train.ckpt_interval_steps``: N optimizer steps, 0/off never,
-    auto = every ``AUTO_INTERVAL_S`` seconds (so only epochs longer than that get mid-epoch checkpoints)."""
+    """Mid-epoch ``train_resume.ckpt`` due? Every N optimizer steps, never (0/off), or every 10 minutes (auto)."""
     if interval == "auto":
         return since_save_s >= AUTO_INTERVAL_S
     return interval not in (0, "off", False, None) and step % int(interval) == 0

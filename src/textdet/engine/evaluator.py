@@ -88,9 +88,7 @@ def sweep_report(sweep: dict) -> str:
 
 
 class Evaluator:
-    """Runs a model over an eval loader and returns ``metric.compute()`` (and a :class:`ThresholdSweep`'s grid).
-    Post-processing and the metric run in a worker thread while the next batch goes through the model (cv2 and
-    numpy release the GIL); ``parts`` holds the seconds spent in each part."""
+    """A model over an eval loader -> ``metric.compute()``; post-processing overlaps the next forward (a thread)."""
 
     def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False,
                  sweep: ThresholdSweep | None = None):
@@ -100,8 +98,7 @@ class Evaluator:
         self.parts: dict[str, float] = {}
 
     def _host_maps(self, preds: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Only the probability map goes to the host; on a GPU the bitmap is thresholded there too
-        (the CPU threshold is a third of post-processing; a uint8 bitmap copies 4x less than floats)."""
+        """The probability map to the host (on an accelerator also the bitmap, thresholded there: 4x fewer bytes)."""
         name = getattr(self.postprocess, "pred_name", "binary")
         prob = preds[name]
         out = {name: prob.float().cpu()}

@@ -1,6 +1,4 @@
-"""The one start-up validation path, torch-free: columns, model part names, pipelines, post-processing, metric and
-data paths, checked in that order before the 2 s ``import torch``, so a typo fails in well under 2 s. The
-pipelines it builds are returned for the caller to use, never built again."""
+"""The one start-up validation path, torch-free, so a typo fails in well under 2 s; pipelines built once."""
 
 from __future__ import annotations
 
@@ -43,8 +41,7 @@ LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
 
 
 def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bool = True) -> dict[str, Compose]:
-    """Every torch-free check of ``cfg`` for ``splits`` (``model=False``: no model section, as for an ONNX file);
-    returns ``{split: the built pipeline}``. The config's own mistakes come first, then the file system's."""
+    """Check ``cfg`` for ``splits`` (``model=False``: no model section) -> ``{split: its built pipeline}``."""
     check_columns(cfg, splits)
     if model:
         for part, spec in model_specs(cfg).items():
