@@ -52,8 +52,7 @@ class StartupTimer:
     def table(self) -> str:
         width = max(len(k) for k in [*self.stages, *self.totals, "stage"])
         rows = [f"{'stage':<{width}}  seconds", f"{'-' * width}  -------"]
-        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in self.stages.items()]
-        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in self.totals.items()]
+        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in {**self.stages, **self.totals}.items()]
         return "\n".join(rows)
 
     def to_dict(self) -> dict:

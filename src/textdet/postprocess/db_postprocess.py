@@ -24,17 +24,21 @@ _VECTORISE_FROM = 40  # boxes per map from which numpy beats pure Python (see _f
 _BUFFERS = threading.local()  # per-thread reusable threshold output (a fresh 1 MB array costs page faults)
 
 
+def _nhw(x: Any, floats: bool) -> np.ndarray:
+    """A tensor or array, (N,1,H,W) or (N,H,W) -> numpy (N, H, W) (float32 when ``floats``), no copy if possible."""
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
+        x = x.detach().float().cpu().numpy() if floats else x.detach().cpu().numpy()
+    x = np.asarray(x, dtype=np.float32 if floats else None)
+    return x[:, 0] if x.ndim == 4 and x.shape[1] == 1 else x
+
+
 def _to_numpy_maps(pred: Any, pred_name: str) -> np.ndarray:
-    """Model output dict / tensor / array, (N,1,H,W) or (N,H,W) -> float32 numpy (N, H, W), no copy if possible."""
+    """Model output dict / tensor / array, (N,1,H,W) or (N,H,W) -> float32 numpy (N, H, W)."""
     if isinstance(pred, Mapping):
         if pred_name not in pred:
             raise KeyError(f"DBPostprocess: prediction has no {pred_name!r} map; keys: {sorted(pred)}")
         pred = pred[pred_name]
-    if hasattr(pred, "detach"):  # torch.Tensor, without importing torch here
-        pred = pred.detach().float().cpu().numpy()
-    maps = np.asarray(pred, dtype=np.float32)
-    if maps.ndim == 4 and maps.shape[1] == 1:
-        maps = maps[:, 0]
+    maps = _nhw(pred, floats=True)
     if maps.ndim != 3:
         raise ValueError(f"DBPostprocess: expected a map of shape (N,1,H,W) or (N,H,W), got {maps.shape}")
     return maps
@@ -42,11 +46,7 @@ def _to_numpy_maps(pred: Any, pred_name: str) -> np.ndarray:
 
 def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A given bitmap (bool / uint8 / any integer; tensor or array; (N,1,H,W) or (N,H,W)) -> uint8 (N, H, W)."""
-    if hasattr(bitmap, "detach"):
-        bitmap = bitmap.detach().cpu().numpy()
-    bitmap = np.asarray(bitmap)
-    if bitmap.ndim == 4 and bitmap.shape[1] == 1:
-        bitmap = bitmap[:, 0]
+    bitmap = _nhw(bitmap, floats=False)
     if bitmap.shape != tuple(shape):
         raise ValueError(f"DBPostprocess: 'bitmap' must have the map's shape {tuple(shape)}, got {bitmap.shape}")
     if bitmap.dtype == np.bool_:
