@@ -149,10 +149,8 @@ def same_boxes(a: dict, b: dict, tol: float = BOX_TOLERANCE_PX) -> bool:
     if len(a["polys"]) != len(b["polys"]):
         return False
     key = lambda p: (float(p[:, 1].min()), float(p[:, 0].min()))
-    for p, q in zip(sorted(a["polys"], key=key), sorted(b["polys"], key=key), strict=True):
-        if p.shape != q.shape or np.abs(p - q).max() > tol:
-            return False
-    return True
+    pairs = zip(sorted(a["polys"], key=key), sorted(b["polys"], key=key), strict=True)
+    return all(p.shape == q.shape and np.abs(p - q).max() <= tol for p, q in pairs)
 
 
 def compare_onnx(model: nn.Module, onnx_path: str, preprocess: Callable[[np.ndarray], tuple], postprocess,

@@ -90,12 +90,8 @@ def _self_intersects(p: np.ndarray) -> bool:
     def side(a, b, c) -> float:
         return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
 
-    for i in range(n):
-        for j in range(i + 2, n - (i == 0)):
-            a, b, c, d = p[i], p[(i + 1) % n], p[j], p[(j + 1) % n]
-            if side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0:
-                return True
-    return False
+    edges = ((p[i], p[(i + 1) % n], p[j], p[(j + 1) % n]) for i in range(n) for j in range(i + 2, n - (i == 0)))
+    return any(side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0 for a, b, c, d in edges)
 
 
 def _split_line(line: str) -> tuple[str, object] | str:

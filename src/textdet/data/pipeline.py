@@ -120,9 +120,8 @@ def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
             out.append(transforms[i])
             i += 1
             continue
-        color = None
-        if out and isinstance(out[-1], RandomColorAdjust) and out[-1].is_pixelwise:
-            color = out.pop()
+        pixelwise = out and isinstance(out[-1], RandomColorAdjust) and out[-1].is_pixelwise
+        color = out.pop() if pixelwise else None
         out.append(FusedGeometry(transforms[i:j], color=color))
         i = j
     return out

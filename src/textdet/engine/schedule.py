@@ -70,9 +70,7 @@ class LRSchedule:
                        warmup=self.warmup_epochs)
 
     def __call__(self, step: int) -> float:
-        epochs = step / self.steps_per_epoch
-        if self.stair:
-            epochs = math.floor(epochs)
+        epochs = math.floor(step / self.steps_per_epoch) if self.stair else step / self.steps_per_epoch
         if epochs < self.warmup_epochs:
             frac = epochs / self.warmup_epochs
             return self.lr * (self.warmup_factor + (1.0 - self.warmup_factor) * frac)

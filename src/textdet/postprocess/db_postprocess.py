@@ -137,9 +137,8 @@ class DBPostprocess:
         uint8) or a tensor/array (N,1,H,W)/(N,H,W); ``shape_list``: (N, 4) ``[src_h, src_w, scale_h, scale_w]`` or
         None (map pixels). Returns per image ``{"polys": list of float32 (P, 2), "scores": list of float}``."""
         maps = _to_numpy_maps(pred, self.pred_name)
-        bitmaps = None
-        if isinstance(pred, Mapping) and pred.get("bitmap") is not None:
-            bitmaps = _to_numpy_bitmaps(pred["bitmap"], maps.shape)
+        given = isinstance(pred, Mapping) and pred.get("bitmap") is not None
+        bitmaps = _to_numpy_bitmaps(pred["bitmap"], maps.shape) if given else None
         shapes = None
         if shape_list is not None:
             if hasattr(shape_list, "detach"):
