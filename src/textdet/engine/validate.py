@@ -41,7 +41,8 @@ LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
 
 
 def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bool = True) -> dict[str, Compose]:
-    """Check ``cfg`` for ``splits`` (``model=False``: no model section) -> ``{split: its built pipeline}``."""
+    """Check ``cfg`` for ``splits`` (``model=False``: no model section) -> ``{split: its built pipeline}``: columns,
+    model part names, pipelines, post-processing and metric first, then the file system (data paths)."""
     check_columns(cfg, splits)
     if model:
         for part, spec in model_specs(cfg).items():
