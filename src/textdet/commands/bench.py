@@ -1,8 +1,5 @@
-"""``textdet bench {data,model,train,postprocess,eval}``: time one part alone, with the config's settings.
-
-Objects come from ``textdet.engine.build`` (and the real ``Trainer``/``Evaluator``), so figures are a real run's;
-warm-up is never timed. ``--json`` prints one object on stdout (engine logs go to stderr).
-"""
+"""``textdet bench PART``: time one part alone with the config's settings and the real objects (``engine.build``,
+``Trainer``, ``Evaluator``), warm-up untimed; ``--json`` prints one object on stdout (logs go to stderr)."""
 
 from __future__ import annotations
 
@@ -21,10 +18,10 @@ import numpy as np
 import torch
 
 from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
-from textdet.commands.bench_infer import pick as _device
 from textdet.config import load_config
 from textdet.data.device_targets import split_device_targets
 from textdet.data.geometric import RandomCropWithBBox
+from textdet.device import pick_device as _device
 from textdet.device import synchronize
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
@@ -151,8 +148,7 @@ def fill_image_cache(dataset) -> bool:
 
 
 def _loader_rate(loader, n: int, skip: int, column: str) -> float:
-    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (one per worker: workers start together,
-    so their first batches arrive at once and would count as free samples)."""
+    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (the workers' first batches come at once)."""
     batches = _endless(loader)
     for _ in range(skip):
         next(batches)
@@ -222,10 +218,10 @@ def _median_seconds(fn: Callable[[], None], n: int, warmup: int, device) -> floa
         fn()
     times = []
     for _ in range(n):
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -249,12 +245,12 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
         if last_micro:
             trainer.optimizer_step()
         if step == warmup:
-            _sync(device)
+            synchronize(device)
             start = time.perf_counter()
         elif step > warmup:
             images += batch["image"].shape[0]
             wait += batches.wait  # seconds this step waited for its batch
-    _sync(device)
+    synchronize(device)
     elapsed = time.perf_counter() - start
     return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
             "data_wait_share": wait / max(elapsed, 1e-9), "steps": n, "batch_size": trainer.train_loader.batch_size,
@@ -273,16 +269,10 @@ BENCHES: dict[str, Callable[..., dict]] = {
 }
 
 
-def _sync(device) -> None:
-    synchronize(device)
-
-
 def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
     if isinstance(value, dict):
         return {k: _rounded(v) for k, v in value.items()}
-    return value
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def format_table(part: str, result: dict) -> str:

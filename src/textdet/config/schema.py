@@ -1,8 +1,4 @@
-"""MindOCR's det YAML schema as typed dataclasses, with MindOCR's names and code defaults (files load unchanged).
-
-Keys meaningless in PyTorch are in ``IGNORED_KEYS`` with the reason we print. Component sections stay plain
-dicts: their keys are the constructor arguments of the class they name.
-"""
+"""MindOCR's det YAML schema as typed dataclasses (its names, defaults and ``IGNORED_KEYS`` with reasons)."""
 
 from __future__ import annotations
 
