@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -277,18 +278,6 @@ def _report(result: dict, as_json: bool, line: str) -> int:
     return 0
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
-    from textdet.commands.deploy import run_predict
-
-    return run_predict(args)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from textdet.commands.deploy import run_export
-
-    return run_export(args)
-
-
 def cmd_synth(args: argparse.Namespace) -> int:
     from textdet.data.synth import generate_dataset
 
@@ -296,12 +285,6 @@ def cmd_synth(args: argparse.Namespace) -> int:
                                n_heldout=args.heldout)
     print(json.dumps(summary, indent=2, default=str))
     return 0
-
-
-def cmd_convert(args: argparse.Namespace) -> int:
-    from textdet.commands.convert import run_convert
-
-    return run_convert(args)
 
 
 def cmd_metric(args: argparse.Namespace) -> int:
@@ -319,18 +302,6 @@ def cmd_check_data(args: argparse.Namespace) -> int:
     return 0 if check_data(load_cfg(args), dump_dir=args.dump, n_dump=args.n) else 1
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from textdet.commands.doctor import run_doctor
-
-    return run_doctor()
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from textdet.commands.bench import run
-
-    return run(args)
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
     from textdet.commands.plot import plot_run
 
@@ -339,16 +310,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
-    "train": cmd_train,
-    "eval": cmd_eval,
-    "predict": cmd_predict,
-    "export": cmd_export,
-    "synth": cmd_synth,
-    "convert": cmd_convert,
-    "metric": cmd_metric,
-    "check-data": cmd_check_data,
-    "doctor": cmd_doctor,
-    "plot": cmd_plot,
-    "bench": cmd_bench,
-}
+# Commands that only hand args to one function of their module (imported when run: torch stays out of the rest).
+LAZY = {"predict": ("deploy", "run_predict"), "export": ("deploy", "run_export"), "convert": ("convert", "run_convert"),
+        "bench": ("bench", "run")}
+
+
+def _lazy(name: str):
+    def command(args: argparse.Namespace) -> int:
+        module, func = LAZY[name]
+        return getattr(importlib.import_module(f"textdet.commands.{module}"), func)(args)
+    return command
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "synth": cmd_synth, "metric": cmd_metric, "check-data": cmd_check_data,
+            "doctor": lambda args: importlib.import_module("textdet.commands.doctor").run_doctor(), "plot": cmd_plot,
+            **{name: _lazy(name) for name in LAZY}}
