@@ -73,15 +73,13 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     pipe.reset_stats()
     first, used = _timed_pass(dataset, cfg.system.seed, n)
     cached = fill_image_cache(dataset)
+    steady = first
     if cached:
         pipe.reset_stats()
         steady, used = _timed_pass(dataset, cfg.system.seed, n)
-    else:
-        steady = first
     pipe.timing = False
     stats = dict(pipe.stats)
-    sample = dataset[0]  # what a worker ships per sample (the loader's columns)
-    shipped = sum(getattr(sample.get(c), "nbytes", 0) for c in dataset.output_columns)
+    shipped = _shipped_mb(dataset)
     loader = build.build_split_loader(cfg, "train", dataset, 0, 1, device)
     workers = loader.num_workers  # the engine caps the configured count at the available cores
     rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
@@ -93,28 +91,17 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
         dev_set = build.build_dataset(cfg, "train", dev_pipe, device_targets=True)
         dev_loader = build.build_split_loader(cfg, "train", dev_set, 0, 1, device)
         dev_rate = _loader_rate(dev_loader, n, skip=max(workers, 1), column=dev_set.output_columns[0])
-        dev_sample = dev_set[0]
-        dev_mb = sum(getattr(dev_sample.get(c), "nbytes", 0) for c in dev_set.output_columns) / 1e6
+        dev_mb = _shipped_mb(dev_set)
         batch = next(iter(dev_loader))
         hw = batch["image"].shape[1:3] if batch["image"].dtype == torch.uint8 else batch["image"].shape[-2:]
         targets_ms = 1000 * _median_seconds(lambda: targets(batch, hw, device), 5, 1, device)
-    return {
-        "samples_per_s": used / max(steady, 1e-9),
-        "samples_per_s_first_epoch": used / max(first, 1e-9),
-        "samples_per_s_workers": rate_workers,
-        "samples_per_s_workers_targets_on_device": dev_rate,
-        "targets_on_device_ms_per_batch": targets_ms,
-        "num_workers": workers,
-        "num_workers_config": cfg.train.loader.num_workers,
-        "ms_per_sample": 1000 * steady / max(used, 1),
-        "mb_per_sample_shipped": shipped / 1e6,
-        "mb_per_sample_shipped_targets_on_device": dev_mb,
-        "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
-        "n": n,
-        "skipped": n - used,
-        "image_cache": cached,
-        "device_normalize": normalize is not None,
-    }
+    return {"samples_per_s": used / max(steady, 1e-9), "samples_per_s_first_epoch": used / max(first, 1e-9),
+            "samples_per_s_workers": rate_workers, "samples_per_s_workers_targets_on_device": dev_rate,
+            "targets_on_device_ms_per_batch": targets_ms, "num_workers": workers,
+            "num_workers_config": cfg.train.loader.num_workers, "ms_per_sample": 1000 * steady / max(used, 1),
+            "mb_per_sample_shipped": shipped, "mb_per_sample_shipped_targets_on_device": dev_mb,
+            "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
+            "n": n, "skipped": n - used, "image_cache": cached, "device_normalize": normalize is not None}
 
 
 def _load(dataset, seed: int, i: int) -> bool:
@@ -125,6 +112,12 @@ def _load(dataset, seed: int, i: int) -> bool:
     except SampleError:
         return False
     return True
+
+
+def _shipped_mb(dataset) -> float:
+    """MB a worker ships per sample (the loader's columns of sample 0)."""
+    sample = dataset[0]
+    return sum(getattr(sample.get(c), "nbytes", 0) for c in dataset.output_columns) / 1e6
 
 
 def _timed_pass(dataset, seed: int, n: int) -> tuple[float, int]:
@@ -260,13 +253,8 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 # ------------------------------------------------------------------------------------------------ helpers
 BENCHES: dict[str, Callable[..., dict]] = {
-    "data": bench_data,
-    "model": bench_model,
-    "train": bench_train,
-    "postprocess": bench_postprocess,
-    "eval": bench_eval,
-    "predict": bench_predict,
-}
+    "data": bench_data, "model": bench_model, "train": bench_train, "postprocess": bench_postprocess,
+    "eval": bench_eval, "predict": bench_predict}
 
 
 def _rounded(value: Any) -> Any:
