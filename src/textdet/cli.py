@@ -322,6 +322,6 @@ def _lazy(name: str):
     return command
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "synth": cmd_synth, "metric": cmd_metric, "check-data": cmd_check_data,
-            "doctor": lambda args: importlib.import_module("textdet.commands.doctor").run_doctor(), "plot": cmd_plot,
-            **{name: _lazy(name) for name in LAZY}}
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "synth": cmd_synth, "metric": cmd_metric, "plot": cmd_plot,
+            "check-data": cmd_check_data, **{name: _lazy(name) for name in LAZY},
+            "doctor": lambda args: importlib.import_module("textdet.commands.doctor").run_doctor()}

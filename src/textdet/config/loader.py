@@ -114,12 +114,8 @@ def apply_override(data: dict, keys: list[str], value: Any) -> None:
 
 
 def _ignored_reason(path: str) -> str | None:
-    if path in IGNORED_KEYS:
-        return IGNORED_KEYS[path]
     parts = path.split(".")
-    if len(parts) == 3:
-        return IGNORED_KEYS.get("*." + ".".join(parts[1:]))
-    return None
+    return IGNORED_KEYS.get(path, IGNORED_KEYS.get("*." + ".".join(parts[1:])) if len(parts) == 3 else None)
 
 
 def _type_name(tp: Any) -> str:
@@ -217,14 +213,12 @@ def load_config(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 _CHOICES = {
-    "system.amp_level": ("O0", "O1", "O2", "O3"),
-    "system.amp_level_infer": ("O0", "O1", "O2", "O3"),
+    **dict.fromkeys(("system.amp_level", "system.amp_level_infer"), ("O0", "O1", "O2", "O3")),
     "system.mode": (0, 1),
     "system.ckpt_save_policy": ("top_k", "latest_k", None),
     "loss_scaler.type": ("static", "dynamic"),
     "model.type": ("det",),
-    "train.dataset.cache_images": (True, False, "auto"),
-    "eval.dataset.cache_images": (True, False, "auto"),
+    **dict.fromkeys(("train.dataset.cache_images", "eval.dataset.cache_images"), (True, False, "auto")),
 }
 _AT_LEAST = {
     **dict.fromkeys(("train.loader.batch_size", "eval.loader.batch_size", "train.gradient_accumulation_steps",

@@ -80,16 +80,12 @@ def _background(rng: np.random.Generator, w: int, h: int, heldout: bool = False)
     return bg
 
 
-def _random_colour(rng: np.random.Generator) -> tuple[int, int, int]:
-    return tuple(int(c) for c in rng.integers(0, 256, 3))
-
-
 def _draw_clutter(rng: np.random.Generator, img: np.ndarray, count: int) -> None:
     """Non-text shapes the detector must learn to ignore (drawn in place, before the text)."""
     h, w = img.shape[:2]
     base = min(h, w)
     for _ in range(count):
-        kind, colour = rng.random(), _random_colour(rng)
+        kind, colour = rng.random(), tuple(int(c) for c in rng.integers(0, 256, 3))
         thick = int(rng.integers(1, max(2, base // 60)))
         p = (int(rng.integers(w)), int(rng.integers(h)))
         r = int(rng.integers(base // 40 + 2, base // 5 + 3))
@@ -142,10 +138,8 @@ def _render(words: list[str], size: int, stroke: int, face: int | None = None) -
         length = lambda text: cv2.getTextSize(text, face, scale, thick)[0][0]  # noqa: E731
     # Columns between words are split at the middle of each space.
     space = length(" ")
-    cuts = [0]
-    for i in range(1, len(words)):
-        cuts.append(int(round(origin[0] + length(" ".join(words[:i])) + space / 2)))
-    cuts.append(alpha.shape[1])
+    cuts = [0, *(int(round(origin[0] + length(" ".join(words[:i])) + space / 2)) for i in range(1, len(words))),
+            alpha.shape[1]]
     boxes = []
     for i, word in enumerate(words):
         c0 = cuts[i]
@@ -306,13 +300,9 @@ def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray,
     _composite(img, alpha, m, colour, 1.0 if faded else rng.uniform(0.85, 1.0))
     for q in quads:
         cv2.fillPoly(occupied, [np.round(q / cell).astype(np.int32)], 1)
-    return [
-        {
-            "transcription": "###" if tiny or faded else word,
-            "points": [[round(float(x), 1), round(float(y), 1)] for x, y in q],
-        }
-        for (word, _), q in zip(boxes, quads)  # noqa: B905
-    ]
+    return [{"transcription": "###" if tiny or faded else word,
+             "points": [[round(float(x), 1), round(float(y), 1)] for x, y in q]}
+            for (word, _), q in zip(boxes, quads)]  # noqa: B905
 
 
 def generate_image(

@@ -224,10 +224,9 @@ class Trainer:
                 writer.write(record)
             self._save(epoch + 1, perf.get(self.indicator), record.get("loss"))
             last = record
-        if writer:
+        if writer:  # rank 0 only
             writer.close()
-            if self.main:
-                logger.info("run folder: %s", os.path.abspath(self.run_dir))
+            logger.info("run folder: %s", os.path.abspath(self.run_dir))
         distributed.barrier()
         return last
 
@@ -235,9 +234,7 @@ class Trainer:
         cfg = self.cfg
         start = self.step_in_epoch if epoch == self.epoch else 0  # micro-steps a mid-epoch resume skips
         self.train_loader.sampler.set_epoch(epoch, skip=start * self.train_loader.batch_size)
-        source, self._early_iter = self._early_iter if epoch == 0 else None, None
-        if source is None:
-            source = self.train_loader
+        source, self._early_iter = (self._early_iter if epoch == 0 else None) or self.train_loader, None
         self.forward_model.train()
         stats, window = EpochStats(), EpochStats()
         steps = self.steps_per_epoch
