@@ -12,12 +12,7 @@ from textdet.errors import ConfigError
 
 # Annotation names (as written under `from __future__ import annotations`) and what they accept.
 _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
-    "bool": (bool,),
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "None": (type(None),),
-}
+    "bool": (bool,), "int": (int,), "float": (int, float), "str": (str,), "None": (type(None),)}
 
 
 # The model part names of models/dbnet.py's tables, readable without torch: `textdet train` checks them

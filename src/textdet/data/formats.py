@@ -238,12 +238,8 @@ def read_labels(src: str, summary: Summary) -> list[Record]:
 
 
 FORMATS: dict[str, Callable[..., list[Record]]] = {
-    "labelme": read_labelme,
-    "cocotext": read_cocotext,
-    "labelstudio": read_labelstudio,
-    "mmocr": read_mmocr,
-    "labels": read_labels,
-}
+    "labelme": read_labelme, "cocotext": read_cocotext, "labelstudio": read_labelstudio, "mmocr": read_mmocr,
+    "labels": read_labels}
 
 
 def write_labelme(records: list[Record], out_dir: str, image_dir: str) -> None:

@@ -41,17 +41,13 @@ def _scale_matrix(sx: float, sy: float, x0: float = 0.0, y0: float = 0.0) -> np.
     return np.array([[sx, 0.0, (0.5 - x0) * sx - 0.5], [0.0, sy, (0.5 - y0) * sy - 0.5], [0, 0, 1.0]])
 
 
-def _update_polys(sample: Sample, step: AffineStep) -> None:
-    if "polys" in sample:
-        sample["polys"] = apply_step_to_polys(list(sample["polys"]), step)
-
-
 def _apply(t: Any, sample: Sample, rng: np.random.Generator, warp: Any) -> Sample:
     """Draw ``t.plan`` for the sample, then move the image (``warp(image, step)``) and the polygons alike."""
     step = t.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
     if step is not None:
         sample["image"] = warp(sample["image"], step)
-        _update_polys(sample, step)
+        if "polys" in sample:
+            sample["polys"] = apply_step_to_polys(list(sample["polys"]), step)
     return sample
 
 
@@ -291,11 +287,9 @@ class ValidatePolygons:
                 area = fast[1][k]
                 if abs(area - self.min_area) <= 1e-9 * (area + 1.0):  # summation order could matter: be exact
                     area = polygon_area(poly + np.float32(0.5))
-                polys.append(poly)
-                texts.append(text)
-                tags.append(bool(ignore) or area < self.min_area)
-                continue
-            kept, newly_ignored = self._check(poly, w, h)
+                kept, newly_ignored = poly, area < self.min_area
+            else:
+                kept, newly_ignored = self._check(poly, w, h)
             if kept is not None:
                 polys.append(kept)
                 texts.append(text)
@@ -307,10 +301,6 @@ class ValidatePolygons:
     __repr__ = component_repr
 
 
-TRANSFORMS: dict[str, type] = {
-    "RandomHorizontalFlip": RandomHorizontalFlip,
-    "RandomRotate": RandomRotate,
-    "RandomScale": RandomScale,
-    "RandomCropWithBBox": RandomCropWithBBox,
-    "ValidatePolygons": ValidatePolygons,
-}
+TRANSFORMS: dict[str, type] = {"RandomHorizontalFlip": RandomHorizontalFlip, "RandomRotate": RandomRotate,
+                               "RandomScale": RandomScale, "RandomCropWithBBox": RandomCropWithBBox,
+                               "ValidatePolygons": ValidatePolygons}

@@ -44,16 +44,9 @@ def _adagrad(groups, lr, eps, **_):
     return torch.optim.Adagrad(groups, lr=lr, eps=eps)
 
 
-OPTIMIZERS = {
-    "sgd": _sgd,
-    "momentum": _sgd,
-    "nesterov": _nesterov,
-    "adam": _adam_like(torch.optim.Adam),
-    "adamw": _adam_like(torch.optim.AdamW),
-    "nadam": _adam_like(torch.optim.NAdam),
-    "rmsprop": _rmsprop,
-    "adagrad": _adagrad,
-}
+OPTIMIZERS = {"sgd": _sgd, "momentum": _sgd, "nesterov": _nesterov, "adam": _adam_like(torch.optim.Adam),
+              "adamw": _adam_like(torch.optim.AdamW), "nadam": _adam_like(torch.optim.NAdam), "rmsprop": _rmsprop,
+              "adagrad": _adagrad}
 
 
 def build_optimizer(model: nn.Module, opt: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9,

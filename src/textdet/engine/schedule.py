@@ -43,15 +43,9 @@ def _exponential(t: float, lr: float, decay_epochs: float, decay_rate: float, **
     return lr * decay_rate ** (t / decay_epochs) if decay_epochs > 0 else lr
 
 
-SCHEDULES = {
-    "constant": _constant,
-    "polynomial_decay": _polynomial,
-    "cosine_decay": _cosine,
-    "warmup_cosine_decay": _cosine,
-    "step_decay": _step,
-    "multi_step_decay": _multi_step,
-    "exponential_decay": _exponential,
-}
+SCHEDULES = {"constant": _constant, "polynomial_decay": _polynomial, "cosine_decay": _cosine,
+             "warmup_cosine_decay": _cosine, "step_decay": _step, "multi_step_decay": _multi_step,
+             "exponential_decay": _exponential}
 
 
 class LRSchedule:
