@@ -229,13 +229,8 @@ def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
     """One label line (no newline), ``rel_path<TAB>[...]``, non-ASCII kept, numpy numbers as Python numbers."""
     if not rel_path or any(c in rel_path for c in "\t\r\n"):
         raise ValueError(f"image path must be non-empty and free of tabs/newlines, got {rel_path!r}")
-    anns = [
-        {
-            "transcription": str(a["transcription"]),
-            "points": [[_plain_number(x), _plain_number(y)] for x, y in a["points"]],
-        }
-        for a in annotations
-    ]
+    anns = [{"transcription": str(a["transcription"]),
+             "points": [[_plain_number(x), _plain_number(y)] for x, y in a["points"]]} for a in annotations]
     return f"{rel_path}\t{json.dumps(anns, ensure_ascii=False)}"
 
 

@@ -21,19 +21,14 @@ _HEAD = {"name": "DBHead", "k": 50, "bias": False, "adaptive": True}
 MODEL_PRESETS: dict[str, dict[str, dict]] = {
     "dbnet_resnet18": {"backbone": {"name": "det_resnet18", "pretrained": True}, "neck": _FPN, "head": _HEAD},
     "dbnet_resnet50": {"backbone": {"name": "det_resnet50", "pretrained": True}, "neck": _FPN, "head": _HEAD},
-    "dbnetpp_resnet50": {
-        "backbone": {"name": "det_resnet50", "pretrained": True},
-        "neck": {**_FPN, "use_asf": True, "channel_attention": True},
-        "head": _HEAD,
-    },
+    "dbnetpp_resnet50": {"backbone": {"name": "det_resnet50", "pretrained": True},
+                         "neck": {**_FPN, "use_asf": True, "channel_attention": True}, "head": _HEAD},
     "dbnet_mobilenetv3": {
         "backbone": {"name": "det_mobilenet_v3", "architecture": "large", "alpha": 0.5, "out_stages": [5, 8, 14, 20],
                      "bottleneck_params": {"se_version": "SqueezeExciteV2", "always_expand": True},
                      "pretrained": "https://download.mindspore.cn/toolkits/mindcv/mobilenet/mobilenetv3/"
                                    "mobilenet_v3_large_050_no_scale_se_v2_expand-3c4047ac.ckpt"},
-        "neck": _FPN,
-        "head": _HEAD,
-    },
+        "neck": _FPN, "head": _HEAD},
 }
 
 # Loss inputs, by output column name (MindOCR passes them by position through label_column_index).
