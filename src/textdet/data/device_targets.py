@@ -1,12 +1,5 @@
-"""DB targets built per batch on the training device (``train.targets_on_device``): workers only decode and warp.
-
-Workers run ``PackPolygons`` in place of ShrinkBinaryMap + BorderMap: the per-polygon rules (ignore tags, minimum
-size, vanishing shrink, D = A (1 - r^2) / L) and fixed-size arrays that the default collate stacks. On the device,
-``DeviceTargets`` makes the four maps from one distance field: every pixel of every polygon's crop (its box grown by
-D) in one flat batch, its exact distance to the polygon's edges and an even-odd inside test, reduced into the canvases
-with ``scatter_reduce(amax)``. The shrink by D (pyclipper, round joins) is the set of inside pixels at least D from
-the outline, the offset by D the pixels inside or within D of it, so no offset polygon has to be rasterised.
-"""
+"""DB targets built per batch on the training device (``train.targets_on_device``): workers only decode and warp,
+the four maps come from one distance field per pixel batch (how: docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
