@@ -149,10 +149,8 @@ def throughput_verdict(summary: dict, cfg: Config, batch_size: int) -> str:
     workers = cfg.train.loader.num_workers
     cores = os.cpu_count() or 1
     if share > 0.10:
-        if workers == 0:  # loading ran in this process: its rate is images / seconds spent loading
-            per_worker = images / max(wait, 1e-9)
-        else:
-            per_worker = loader_rate / workers
+        # No workers: loading ran in this process, its rate is images / seconds spent loading.
+        per_worker = loader_rate / workers if workers else images / max(wait, 1e-9)
         more = max(min(cores, workers * 2 if workers else cores), 1)
         expect = min(per_worker * more, model_rate)
         return (f"verdict: INPUT-BOUND — the step waited for data {100 * share:.0f}% of the time. The loader gives "
