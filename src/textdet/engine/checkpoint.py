@@ -64,8 +64,7 @@ def load_checkpoint(path: str, what: str) -> dict:
 
 def model_state(obj: dict) -> dict:
     """The model weights of a checkpoint: our ``{"model": ...}`` files or a bare state_dict."""
-    state = obj.get("model", obj)
-    return strip_wrappers(state)
+    return strip_wrappers(obj.get("model", obj))
 
 
 def seed_everything(seed: int, rank: int) -> None:
