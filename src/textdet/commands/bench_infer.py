@@ -32,11 +32,8 @@ POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run
 def bench_postprocess(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """ms per map of the config's DBPostprocess, on saved maps (--maps) or maps drawn from eval GT."""
     post = build.build_postprocess_from_config(cfg)
-    if args.maps:
-        maps = load_maps(args.maps)
-        maps = maps[:n] if args.n is not None else maps
-    else:
-        maps = gt_maps(cfg, n)
+    maps = load_maps(args.maps) if args.maps else gt_maps(cfg, n)
+    maps = maps[:n] if args.n is not None else maps  # --maps: every file unless --n is given
     for _, prob, shape in maps[:warmup]:
         post(prob[None], None if shape is None else shape[None])
     per_map, boxes = [], []
