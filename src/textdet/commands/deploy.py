@@ -12,21 +12,12 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from textdet import DEFAULT_EXPORT_HW
+from textdet import DEFAULT_EXPORT_HW, export
 from textdet.config import load_config
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
 from textdet.engine import build
 from textdet.errors import DataError, TextdetError
-from textdet.export import (
-    BOX_TOLERANCE_PX,
-    INPUT_NAME,
-    MAX_ABS_DIFF,
-    OUTPUT_NAME,
-    compare_onnx,
-    export_onnx,
-    synthetic_image,
-)
 from textdet.predict import PREDICT_CKPT_KEYS, Detector, Preprocess, find_images, preprocess_from_config, read_image
 
 logger = logging.getLogger("textdet")
@@ -124,17 +115,18 @@ def run_export(args: argparse.Namespace) -> int:
     model.eval()
     default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
     h, w = args.height or default[0], args.width or default[1]
-    export_onnx(model, args.out, h, w, args.opset)
+    export.export_onnx(model, args.out, h, w, args.opset)
     print(f"export: wrote {os.path.abspath(args.out)} ({os.path.getsize(args.out) / 1e6:.1f} MB, opset {args.opset}, "
-          f"input {INPUT_NAME!r} (N, 3, H, W) dynamic, output {OUTPUT_NAME!r})")
+          f"input {export.INPUT_NAME!r} (N, 3, H, W) dynamic, output {export.OUTPUT_NAME!r})")
     check_pre = Preprocess(DetResize(target_size=(h, w), keep_ratio=False, limit_type="none"),
                            preprocess.normalize, preprocess.img_mode)
-    check = compare_onnx(model, args.out, check_pre, postprocess, synthetic_image(h, w))
-    boxes = "identical" if check["identical_boxes"] else f"same within {BOX_TOLERANCE_PX:g} px"
+    check = export.compare_onnx(model, args.out, check_pre, postprocess, export.synthetic_image(h, w))
+    boxes = "identical" if check["identical_boxes"] else f"same within {export.BOX_TOLERANCE_PX:g} px"
     n = len(check["torch"]["polys"])
-    if check["max_abs_diff"] > MAX_ABS_DIFF:
+    if check["max_abs_diff"] > export.MAX_ABS_DIFF:
         raise TextdetError(f"ONNX Runtime disagrees with PyTorch on a {h}x{w} synthetic image: max |P diff| = "
-                           f"{check['max_abs_diff']:.2e} > {MAX_ABS_DIFF:g} ({args.out} was written; do not use it)")
+                           f"{check['max_abs_diff']:.2e} > {export.MAX_ABS_DIFF:g} ({args.out} was written; do not "
+                           "use it)")
     if not check["same_boxes"]:
         raise TextdetError(f"ONNX Runtime boxes differ from PyTorch's on a {h}x{w} synthetic image "
                            f"({len(check['onnx']['polys'])} vs {n}; max |P diff| {check['max_abs_diff']:.2e})")

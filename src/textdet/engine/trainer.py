@@ -18,19 +18,8 @@ from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
 from textdet.data.device_targets import split_device_targets
 from textdet.device import is_accelerator, pick_device, synchronize
-from textdet.engine import build, distributed
+from textdet.engine import build, checkpoint, distributed
 from textdet.engine.amp import LossScaler, amp_settings
-from textdet.engine.checkpoint import (
-    EpochCheckpoints,
-    atomic_save,
-    find_resume,
-    load_checkpoint,
-    model_state,
-    resume_due,
-    rng_state,
-    seed_everything,
-    set_rng_state,
-)
 from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
@@ -63,14 +52,14 @@ class Trainer:
         self.dist = distributed.init_distributed(cfg.system.distribute, self.device.type)
         self.run_dir = cfg.train.ckpt_save_dir
         self.main = distributed.is_main()
-        resume_path = find_resume(cfg.model.resume, self.run_dir)
+        resume_path = checkpoint.find_resume(cfg.model.resume, self.run_dir)
         if self.main and not dry_run:
             prepare_run_dir(self.run_dir, resume_path is not None, overwrite)
         setup_logging(None if dry_run else self.run_dir, self.main, log_level(cfg.system.log_level))
         if cfg.model.resume and resume_path is None:
             logger.info("model.resume: no checkpoint in %s, starting fresh", self.run_dir)
         self.progress = sys.stdout.isatty() if progress is None else progress
-        seed_everything(cfg.system.seed, self.dist.rank)
+        checkpoint.seed_everything(cfg.system.seed, self.dist.rank)
         for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
             logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("device + checks setup")
@@ -81,7 +70,8 @@ class Trainer:
 
         self.epoch, self.global_step, self.best, self.step_in_epoch = 0, 0, -math.inf, 0
         self.last_save_t = time.perf_counter()
-        self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
+        self.epoch_ckpts = checkpoint.EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep,
+                                                       cfg.system.ckpt_save_policy)
         if resume_path:
             self._resume(resume_path)
         self.feed = DeviceInput(self.device, self.normalize, channels_last=True, targets=self.targets)
@@ -177,8 +167,8 @@ class Trainer:
         self.startup.mark("optimizer + wrappers")
 
     def _resume(self, path: str) -> None:
-        ck = load_checkpoint(path, "model.resume")
-        self.model.load_state_dict(model_state(ck))
+        ck = checkpoint.load_checkpoint(path, "model.resume")
+        self.model.load_state_dict(checkpoint.model_state(ck))
         for key, part in (("optimizer", self.optimizer), ("scaler", self.scaler), ("ema", self.ema),
                           ("epoch_ckpts", self.epoch_ckpts)):
             if part is not None and ck.get(key):
@@ -187,7 +177,7 @@ class Trainer:
         self.global_step = int(ck.get("step", 0))
         self.best = float(ck.get("best_metric", -math.inf))
         if "rng" in ck:
-            set_rng_state(ck["rng"])
+            checkpoint.set_rng_state(ck["rng"])
         if self.main:
             trim_metrics(self.run_dir, self.epoch)
         logger.info("resumed from %s: epoch %d done (+%d micro-steps), step %d, best %s %.4f", path, self.epoch,
@@ -261,7 +251,7 @@ class Trainer:
                 pending.clear()
                 if bad:
                     self._check_bad_run(epoch, i + 1)
-                elif i + 1 < usable and resume_due(cfg.train.ckpt_interval_steps, self.global_step,
+                elif i + 1 < usable and checkpoint.resume_due(cfg.train.ckpt_interval_steps, self.global_step,
                                                    time.perf_counter() - self.last_save_t):
                     self._save_resume(epoch, i + 1)
             if epoch == self.epoch and i == start:
@@ -374,10 +364,10 @@ class Trainer:
         # Without evaluation, "best" follows the lowest training loss, as in MindOCR.
         score = metric if metric is not None else (-loss if loss is not None else -math.inf)
         weights_ckpt = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
-                 "textdet_version": __version__}
+                        "textdet_version": __version__}
         if score > self.best:
             self.best = score
-            atomic_save(weights_ckpt, os.path.join(self.run_dir, "best.ckpt"))
+            checkpoint.atomic_save(weights_ckpt, os.path.join(self.run_dir, "best.ckpt"))
             logger.info("saved best.ckpt (%s %.4f)", self.indicator if metric is not None else "-loss", score)
         self.epoch_ckpts.save(weights_ckpt, epoch, score)
         self._save_resume(epoch, 0)
@@ -386,9 +376,10 @@ class Trainer:
         """train_resume.ckpt: weights, optimizer, scaler, EMA, RNGs and the position in the data order."""
         if self.main:
             resume_ckpt = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
-                    "epoch": epochs_done, "step_in_epoch": step_in_epoch, "step": self.global_step,
-                    "best_metric": self.best, "rng": rng_state(), "epoch_ckpts": self.epoch_ckpts.state_dict(),
-                    "config": to_dict(self.cfg), "textdet_version": __version__}
-            atomic_save(resume_ckpt, os.path.join(self.run_dir, "train_resume.ckpt"))
+                           "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
+                           "epoch": epochs_done, "step_in_epoch": step_in_epoch, "step": self.global_step,
+                           "best_metric": self.best, "rng": checkpoint.rng_state(),
+                           "epoch_ckpts": self.epoch_ckpts.state_dict(), "config": to_dict(self.cfg),
+                           "textdet_version": __version__}
+            checkpoint.atomic_save(resume_ckpt, os.path.join(self.run_dir, "train_resume.ckpt"))
         self.last_save_t = time.perf_counter()
