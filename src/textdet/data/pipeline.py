@@ -14,13 +14,6 @@ from textdet.config.components import build_component
 from textdet.data import colour, decode, geometric, resize
 from textdet.data.colour import RandomColorAdjust
 from textdet.data.decode import Sample
-from textdet.data.geometric import (
-    RandomCropWithBBox,
-    RandomHorizontalFlip,
-    RandomRotate,
-    RandomScale,
-    apply_step_to_polys,
-)
 from textdet.data.resize import NormalizeImage, ToCHWImage
 from textdet.data.targets import BorderMap, ShrinkBinaryMap
 from textdet.errors import ConfigError
@@ -35,9 +28,9 @@ TRANSFORMS: dict[str, type] = {**decode.TRANSFORMS, **colour.TRANSFORMS, **geome
 # ----------------------------------------------------------------------------- fused geometry
 def is_fusable(transform: object) -> bool:
     """Whether ``transform`` is a pure affine step that FusedGeometry can chain."""
-    if isinstance(transform, RandomRotate):
+    if isinstance(transform, geometric.RandomRotate):
         return not transform.expand_canvas
-    return isinstance(transform, (RandomHorizontalFlip, RandomScale, RandomCropWithBBox))
+    return isinstance(transform, (geometric.RandomHorizontalFlip, geometric.RandomScale, geometric.RandomCropWithBBox))
 
 
 class FusedGeometry:
@@ -47,7 +40,7 @@ class FusedGeometry:
     def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
         if not steps or not all(is_fusable(t) for t in steps):
             raise ValueError(f"steps must be flip/rotate(expand_canvas=False)/scale/crop transforms, got {steps!r}")
-        if any(isinstance(t, RandomCropWithBBox) for t in steps[:-1]):
+        if any(isinstance(t, geometric.RandomCropWithBBox) for t in steps[:-1]):
             raise ValueError("RandomCropWithBBox can only be the last fused step (its padding ends the warp)")
         if color is not None and not color.is_pixelwise:
             raise ValueError("color must be a pixel-wise RandomColorAdjust (contrast off) to be moved after the warp")
@@ -65,7 +58,7 @@ class FusedGeometry:
             step = transform.plan(size, polys, ignore, rng)
             if step is None:
                 continue
-            polys = apply_step_to_polys(polys, step)
+            polys = geometric.apply_step_to_polys(polys, step)
             total = step.matrix @ total
             size, pad_to = step.size, step.pad_to
         identity = np.array_equal(total, np.eye(3)) and size == tuple(image.shape[:2])
@@ -114,7 +107,7 @@ def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
         j = i
         while j < len(transforms) and is_fusable(transforms[j]):
             j += 1
-            if isinstance(transforms[j - 1], RandomCropWithBBox):
+            if isinstance(transforms[j - 1], geometric.RandomCropWithBBox):
                 break
         if j - i < 2:
             out.append(transforms[i])
