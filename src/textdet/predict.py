@@ -169,9 +169,8 @@ class Detector:
         if resize is not None:
             pre.resize = resize if isinstance(resize, DetResize) else _built(DetResize, resize, "resize")
         if normalize is not None:
-            norm = normalize if isinstance(normalize, NormalizeImage) else _built(NormalizeImage, normalize,
-                                                                                    "normalize")
-            pre.normalize = _hwc_normalize(norm)
+            pre.normalize = _hwc_normalize(normalize if isinstance(normalize, NormalizeImage)
+                                           else _built(NormalizeImage, normalize, "normalize"))
         if img_mode is not None:
             pre.img_mode = DecodeImage(img_mode=img_mode).img_mode
         if isinstance(postprocess, dict):
@@ -179,8 +178,7 @@ class Detector:
                                             **{k: v for k, v in postprocess.items() if k != "name"})
         elif postprocess is None:
             postprocess = build.build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
-        if onnx.fixed_batch is not None:
-            batch_size = 1 if onnx.fixed_batch == 1 else batch_size
+        batch_size = 1 if onnx.fixed_batch == 1 else batch_size  # a model exported for one image at a time
         return cls(onnx.run, pre, postprocess, batch_size)
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
