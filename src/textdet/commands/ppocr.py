@@ -1,7 +1,5 @@
-"""``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` + ``DIR/<name>.yaml``.
-Layers are matched by order (the ONNX graph has no module names): the convs, BatchNorms and affines met walking the
-graph must be those a textdet forward runs, same order and shapes, or the import names the first that differs. Folded
-BatchNorms and the missing threshold branch are filled in (docs/DESIGN_NOTES.md)."""
+"""``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` + ``DIR/<name>.yaml``,
+layers matched by graph order, folded BatchNorms and the threshold branch filled in (docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
