@@ -305,8 +305,7 @@ def cmd_check_data(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from textdet.commands.plot import plot_run
 
-    path = plot_run(args.run_dir)
-    print(f"wrote {path}")
+    print(f"wrote {plot_run(args.run_dir)}")
     return 0
 
 

@@ -24,8 +24,7 @@ def run_samples(dataset, seed: int) -> list[tuple[str, int, str, str]]:
                 dataset.load(index, np.random.default_rng([seed, 0, index, 0]))
             except SampleError as e:
                 found.append((r.label_file, r.line_no, "error", f"{r.rel_path}: {e}"))
-        for w in caught:
-            found.append((r.label_file, r.line_no, "warning", f"{r.rel_path}: {w.message}"))
+        found += [(r.label_file, r.line_no, "warning", f"{r.rel_path}: {w.message}") for w in caught]
     return found
 
 

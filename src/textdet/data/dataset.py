@@ -86,9 +86,7 @@ class DetDataset(Dataset):
                 skipped.append(index)
                 index = int(rng.integers(len(self.records)))  # as MindOCR: replace by another sample
                 continue
-            out = {c: sample[c] for c in self.output_columns}
-            out["_skipped"] = len(skipped)
-            return out
+            return {**{c: sample[c] for c in self.output_columns}, "_skipped": len(skipped)}
         raise DataError(f"{_MAX_RETRIES} samples in a row failed (last: {self.records[index].rel_path}); "
                         "run `textdet check-data -c CFG` to list the problems")
 
