@@ -22,6 +22,8 @@ floor, max |textdet fp32 - textdet fp64| (MindSpore's BatchNorm has no fp64 mode
 A difference at the floor is rounding (the frameworks sum in different orders); a convention difference
 (padding, resize, eps) shows as 1e-2 and more at the stage where it enters. ``MS vs fp64``: max |P MindOCR
 fp32 - P textdet fp64|, MindOCR's own distance from the exact result of the network textdet implements.
+``logits``: the segm branch before its sigmoid (P's difference is at most a quarter of it); ``P > 0.3``: the
+share of pixels at the post-processor's binary threshold, to show P is not all background.
 
 Run in a MindOCR environment (``pip install mindspore==2.7.0 mindocr==0.5.0`` plus textdet's
 requirements; never in CI), from the repository root:
@@ -64,7 +66,7 @@ from textdet.models.ms_ckpt import mindspore_to_torch_names
 
 CONFIGS = ["configs/db_r18_icdar15.yaml", "configs/db_r50_icdar15.yaml", "configs/dbpp_r50_icdar15.yaml",
            "configs/db_mobilenetv3_icdar15.yaml", "configs/mindocr_db_r50_user.yaml"]
-STAGES = ("C2", "C3", "C4", "C5", "neck", "P")
+STAGES = ("C2", "C3", "C4", "C5", "neck", "logits", "P")
 TOLERANCE = 1e-4  # max |diff| allowed on P
 CROP = 160  # training crop: small, so that a ResNet-50 trains at a few seconds a step on a CPU core
 NO_DOWNLOAD = ["model.pretrained=false", "model.backbone.pretrained=false"]
@@ -185,13 +187,16 @@ def torch_stages(model: torch.nn.Module, image: np.ndarray, dtype: torch.dtype) 
         levels = model.backbone(torch.from_numpy(image).to(dtype))
         neck = model.neck(levels)
         logits = model.head.segm(neck)  # P = sigmoid(logits); the head's own sigmoid runs in fp32 always
-        return [t.double().numpy() for t in (*levels, neck, torch.sigmoid(logits))]
+        return [t.double().numpy() for t in (*levels, neck, logits, torch.sigmoid(logits))]
 
 
 def mindspore_stages(net: ms.nn.Cell, image: np.ndarray) -> list[np.ndarray]:
     levels = net.backbone(ms.Tensor(image))
     neck = net.neck(list(levels))  # DBFPN rewrites its input list
-    return [t.asnumpy().astype(np.float64) for t in (*levels, neck, net.head(neck))]
+    logits = neck
+    for cell in list(net.head.segm.cell_list)[:-1]:  # MindOCR's segm branch ends in its Sigmoid
+        logits = cell(logits)
+    return [t.asnumpy().astype(np.float64) for t in (*levels, neck, logits, net.head(neck))]
 
 
 def compare(cfg_path: str, args: argparse.Namespace) -> dict:
@@ -219,6 +224,7 @@ def compare(cfg_path: str, args: argparse.Namespace) -> dict:
         r[stage] = float(np.abs(m - a).max())
         r[stage + " floor"] = float(np.abs(a - b).max())
     r["MS vs fp64"] = float(np.abs(ms_out[-1] - t64[-1]).max())
+    r["text"] = float((t64[-1] > 0.3).mean())  # share of pixels the post-processor would call text
     return r
 
 
@@ -228,7 +234,7 @@ def main() -> int:
     parser.add_argument("--weights", choices=("trained", "random", "init"), default="trained")
     parser.add_argument("--input", choices=("synth", "noise"), default="synth")
     parser.add_argument("--size", default="320x480", help="HxW of the image (multiples of 32)")
-    parser.add_argument("--steps", type=int, default=60, help="training steps for --weights trained")
+    parser.add_argument("--steps", type=int, default=150, help="training steps for --weights trained")
     parser.add_argument("--batch", type=int, default=4, help="batch size for --weights trained")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--old-padding", action="store_true",
@@ -245,9 +251,9 @@ def main() -> int:
         r = compare(cfg_path, args)
         worst = max(worst, r["P"])
         cells = " | ".join(f"{r[s]:.1e} ({r[s + ' floor']:.1e})" for s in STAGES)
-        rows.append(f"| {r['config']} | {cells} | {r['MS vs fp64']:.1e} |")
-    print("| config | " + " | ".join(STAGES) + " | P: MS vs fp64 |")
-    print("|---" * (len(STAGES) + 2) + "|")
+        rows.append(f"| {r['config']} | {cells} | {r['MS vs fp64']:.1e} | {100 * r['text']:.1f}% |")
+    print("| config | " + " | ".join(STAGES) + " | P: MS vs fp64 | P > 0.3 |")
+    print("|---" * (len(STAGES) + 3) + "|")
     print("\n".join(rows))
     print(f"worst P max|diff| {worst:.2e} ({'within' if worst < TOLERANCE else 'OVER'} {TOLERANCE:g})")
     return 0 if worst < TOLERANCE else 1
