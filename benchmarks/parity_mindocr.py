@@ -4,10 +4,11 @@ For each config, MindOCR 0.5 builds its network from the ``model:`` section (bac
 textdet builds the model of the same YAML. The weights (``--weights``):
 
 - ``trained`` (default): textdet trains its model briefly on the built-in synthetic data (the built-in
-  recipe's pipeline and DBLoss, Adam 1e-3, ``--steps`` steps of ``--batch`` 160x160 crops), as a user's
-  checkpoint is trained; the result is cached by model section under ``$TEXTDET_HOME/parity`` (two configs
-  with the same network share it). The weights go into MindOCR's network through the inverse of
-  ``ms_ckpt``'s name mapping (every parameter and BN statistic set, none left over).
+  recipe's pipeline and DBLoss, Adam ``--lr``, ``--steps`` steps of ``--batch`` 160x160 crops), as a user's
+  checkpoint is trained; DBNet++ fine-tunes the trained DBNet as MindOCR's recipe does (``trained_state``).
+  Cached by model section under ``$TEXTDET_HOME/parity`` (configs with the same network share it). The
+  weights go into MindOCR's network through the inverse of ``ms_ckpt``'s name mapping (every parameter and
+  BN statistic set, none left over).
 - ``random``: MindOCR's random init, every BatchNorm's gamma/beta randomised and its statistics calibrated
   on a noise image (the old check; random ResNet-50s are badly conditioned and amplify rounding).
 - ``init``: MindOCR's own initialisation as built (BatchNorm at identity).
@@ -23,7 +24,8 @@ A difference at the floor is rounding (the frameworks sum in different orders); 
 (padding, resize, eps) shows as 1e-2 and more at the stage where it enters. ``MS vs fp64``: max |P MindOCR
 fp32 - P textdet fp64|, MindOCR's own distance from the exact result of the network textdet implements.
 ``logits``: the segm branch before its sigmoid (P's difference is at most a quarter of it); ``P > 0.3``: the
-share of pixels at the post-processor's binary threshold, to show P is not all background.
+share of pixels at the post-processor's binary threshold, to show P is not all background; ``max abs neck``: the
+neck's scale (absolute differences grow with it; 0 would be a dead network).
 
 Run in a MindOCR environment (``pip install mindspore==2.7.0 mindocr==0.5.0`` plus textdet's
 requirements; never in CI), from the repository root:
@@ -61,6 +63,7 @@ from textdet.engine.build import (
     build_pipeline,
 )
 from textdet.engine.checkpoint import load_weights
+from textdet.models import build_model
 from textdet.models.mobilenetv3 import SameConv2d
 from textdet.models.ms_ckpt import mindspore_to_torch_names
 
@@ -94,15 +97,15 @@ def recipe(overrides: list[str]):
                                 *overrides])
 
 
-def train_briefly(model: torch.nn.Module, steps: int, batch: int, seed: int) -> list[float]:
-    """``steps`` Adam steps on the built-in synthetic data with the recipe's pipeline and DBLoss; returns the losses."""
+def train_briefly(model: torch.nn.Module, steps: int, batch: int, lr: float, seed: int) -> list[float]:
+    """``steps`` Adam steps on the built-in synthetic data, the recipe's pipeline and DBLoss; returns the losses."""
     cfg = recipe([f"train.loader.batch_size={batch}"])
     torch.manual_seed(seed)
     crop = next(t for t in cfg.train.dataset.transform_pipeline if "RandomCropWithBBox" in t)
     crop["RandomCropWithBBox"]["crop_size"] = [CROP, CROP]
     dataset = build_dataset(cfg, "train", build_pipeline(cfg, "train"))
     loss_fn = build_loss_from_config(cfg)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     order = np.random.default_rng(seed).permutation(steps * batch) % len(dataset)
     model.train()
     losses = []
@@ -116,18 +119,36 @@ def train_briefly(model: torch.nn.Module, steps: int, batch: int, seed: int) -> 
     return losses
 
 
-def trained_state(cfg_path: str, steps: int, batch: int, seed: int) -> dict[str, torch.Tensor]:
-    """textdet's model of ``cfg_path`` after ``train_briefly``, cached by network, steps, batch and seed."""
-    key = json.dumps([model_section(cfg_path), steps, batch, seed], sort_keys=True)
+def without_asf(section: dict) -> dict:
+    """The DBNet a DBNet++ section starts from (MindOCR's DBNet++ recipe fine-tunes a DBNet checkpoint)."""
+    base = copy.deepcopy(section)
+    base["neck"].pop("use_asf", None)
+    base["neck"].pop("channel_attention", None)
+    return base
+
+
+def trained_state(section: dict, steps: int, batch: int, lr: float, seed: int) -> dict[str, torch.Tensor]:
+    """textdet's model of a ``model:`` section after ``train_briefly``, cached by network, steps, batch, lr, seed.
+
+    DBNet++ starts from the trained DBNet of the same backbone, ASF newly initialised, as MindOCR's DBNet++
+    config does (``model.pretrained`` = a DBNet checkpoint). From scratch, its ASF scale gates saturate at once
+    (the un-normalised FPN outputs reach hundreds) and die within 150 steps: the neck outputs 0.
+    """
+    key = json.dumps([section, steps, batch, lr, seed], sort_keys=True)
     path = os.path.join(textdet_home(), "parity", hashlib.sha256(key.encode()).hexdigest()[:16] + ".pt")
     if os.path.isfile(path):
         return torch.load(path, weights_only=True)
     torch.manual_seed(seed)
-    model = textdet_model(cfg_path)
+    model = build_model(section["backbone"], section["neck"], section["head"])
+    start_from = ""
+    if without_asf(section) != section:
+        model.load_state_dict(trained_state(without_asf(section), steps, batch, lr, seed), strict=False)
+        start_from = " from the trained DBNet"
     start = time.time()
-    losses = train_briefly(model, steps, batch, seed)
-    print(f"  trained {os.path.basename(cfg_path)}: {steps} steps in {time.time() - start:.0f} s, loss "
-          f"{np.mean(losses[:5]):.2f} (first 5) -> {np.mean(losses[-5:]):.2f} (last 5)", flush=True)
+    losses = train_briefly(model, steps, batch, lr, seed)
+    print(f"  trained {section['backbone']['name']} + {section['neck']}{start_from}: {steps} steps in "
+          f"{time.time() - start:.0f} s, loss {np.mean(losses[:5]):.2f} (first 5) -> {np.mean(losses[-5:]):.2f} "
+          "(last 5)", flush=True)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     torch.save(model.state_dict(), path + ".tmp")
     os.replace(path + ".tmp", path)
@@ -203,7 +224,7 @@ def compare(cfg_path: str, args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(args.seed)
     net = ms_build_model(model_section(cfg_path))
     if args.weights == "trained":
-        load_into_mindspore(net, trained_state(cfg_path, args.steps, args.batch, args.seed))
+        load_into_mindspore(net, trained_state(model_section(cfg_path), args.steps, args.batch, args.lr, args.seed))
     elif args.weights == "random":
         randomise_bn(net, rng)
     net.set_train(False)
@@ -224,6 +245,7 @@ def compare(cfg_path: str, args: argparse.Namespace) -> dict:
         r[stage] = float(np.abs(m - a).max())
         r[stage + " floor"] = float(np.abs(a - b).max())
     r["MS vs fp64"] = float(np.abs(ms_out[-1] - t64[-1]).max())
+    r["neck max"] = float(np.abs(t64[STAGES.index("neck")]).max())  # 0: a dead network, not a comparison
     r["text"] = float((t64[-1] > 0.3).mean())  # share of pixels the post-processor would call text
     return r
 
@@ -236,6 +258,7 @@ def main() -> int:
     parser.add_argument("--size", default="320x480", help="HxW of the image (multiples of 32)")
     parser.add_argument("--steps", type=int, default=150, help="training steps for --weights trained")
     parser.add_argument("--batch", type=int, default=4, help="batch size for --weights trained")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate for --weights trained")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--old-padding", action="store_true",
                         help="torchvision-style max-pool/depthwise padding, as textdet had before (shows the gap)")
@@ -243,7 +266,7 @@ def main() -> int:
     args.size = tuple(int(v) for v in args.size.split("x"))
     ms.set_context(mode=ms.PYNATIVE_MODE)
     ms.set_seed(args.seed)
-    trained = f" ({args.steps} steps x {args.batch})" if args.weights == "trained" else ""
+    trained = f" ({args.steps} steps x {args.batch}, lr {args.lr:g})" if args.weights == "trained" else ""
     print(f"max |MindOCR - textdet| in fp32, --weights {args.weights}{trained}, --input {args.input} "
           f"{args.size[0]}x{args.size[1]}; (floor) = max |textdet fp32 - textdet fp64| at that stage", flush=True)
     rows, worst = [], 0.0
@@ -251,9 +274,10 @@ def main() -> int:
         r = compare(cfg_path, args)
         worst = max(worst, r["P"])
         cells = " | ".join(f"{r[s]:.1e} ({r[s + ' floor']:.1e})" for s in STAGES)
-        rows.append(f"| {r['config']} | {cells} | {r['MS vs fp64']:.1e} | {100 * r['text']:.1f}% |")
-    print("| config | " + " | ".join(STAGES) + " | P: MS vs fp64 | P > 0.3 |")
-    print("|---" * (len(STAGES) + 3) + "|")
+        rows.append(f"| {r['config']} | {cells} | {r['MS vs fp64']:.1e} | {r['neck max']:.0f} | "
+                    f"{100 * r['text']:.1f}% |")
+    print("| config | " + " | ".join(STAGES) + " | P: MS vs fp64 | max abs neck | P > 0.3 |")
+    print("|---" * (len(STAGES) + 4) + "|")
     print("\n".join(rows))
     print(f"worst P max|diff| {worst:.2e} ({'within' if worst < TOLERANCE else 'OVER'} {TOLERANCE:g})")
     return 0 if worst < TOLERANCE else 1
