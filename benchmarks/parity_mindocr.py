@@ -55,14 +55,9 @@ from mindocr.models import build_model as ms_build_model
 from textdet.cli import RECIPE, builtin_data_root, ensure_builtin_data, textdet_home
 from textdet.config import load_config
 from textdet.data.dataset import collate
-from textdet.engine.build import (
-    LOSS_COLUMNS,
-    build_dataset,
-    build_loss_from_config,
-    build_model_from_config,
-    build_pipeline,
-)
+from textdet.engine.build import build_dataset, build_loss_from_config, build_model_from_config, build_pipeline
 from textdet.engine.checkpoint import load_weights
+from textdet.engine.validate import LOSS_COLUMNS
 from textdet.models import build_model
 from textdet.models.mobilenetv3 import SameConv2d
 from textdet.models.ms_ckpt import mindspore_to_torch_names

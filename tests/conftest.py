@@ -48,6 +48,7 @@ def tiny_overrides(root: str, run_dir: str, **extra) -> list[str]:
         "scheduler.num_epochs": 2,
         "scheduler.warmup_epochs": 0,
         "system.log_interval": 2,
+        "system.amp_level": "O0",  # fp32: the same numbers on every CPU (the recipe's bf16 is tested in test_precision)
     }
     opts.update(extra)
     return [f"{k}={v}" for k, v in opts.items()]

@@ -82,7 +82,9 @@ def test_first_loss_is_pinned(two_then_three):
 
 # Re-pinned (was 16.954945) when the ResNet stem max-pool moved to MindSpore's "same" padding (one pixel at
 # the bottom/right only), which MindOCR parity needs: the stride-4 features shift by one pixel.
-PINNED_FIRST_EPOCH_LOSS = 17.275609
+# Re-pinned (was 17.275609) when the built-in recipe moved to lr 0.004 and the synthetic training split to more
+# lines of words (issue 10).
+PINNED_FIRST_EPOCH_LOSS = 16.411439
 
 
 def test_resume_continues_exactly(two_then_three):
@@ -183,7 +185,7 @@ def test_dry_run_console_script(synth_root, tmp_path):
 
 def test_bad_config_fails_fast_with_location(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(open(RECIPE).read().replace("box_thresh: 0.4", "box_tresh: 0.4"))
+    bad.write_text(open(RECIPE).read().replace("box_thresh: 0.7", "box_tresh: 0.7"))
     cmd = [sys.executable, "-m", "textdet", "train", "-c", str(bad), "-o", "train.dataset.dataset_root=/nonexistent"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
@@ -221,3 +223,13 @@ def test_builtin_data_is_its_own_startup_stage(tmp_path, capsys, monkeypatch):
     second = capsys.readouterr().out
     assert "built-in data (generated, once)" in first and "built-in data (cached)" in second
     assert os.path.isfile(os.path.join(textdet.cli.builtin_data_root(), "heldout", "images", "img_1.jpg"))
+
+
+def test_own_data_roots_skip_the_builtin_data(synth_root, tmp_path, capsys, monkeypatch):
+    """No -c but both data roots given (the README tutorial): nothing is generated, the run uses those roots."""
+    monkeypatch.setenv("TEXTDET_HOME", str(tmp_path / "home"))
+    opts = [a for o in tiny_overrides(synth_root, str(tmp_path / "run")) for a in ("-o", o)]
+    assert main(["train", "--dry-run", *opts]) == 0
+    out = capsys.readouterr().out
+    assert "built-in data" not in out and f"Data root: {synth_root}" in out
+    assert not os.path.exists(tmp_path / "home")

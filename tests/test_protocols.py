@@ -175,7 +175,7 @@ def test_sweep_scores_each_pair_like_a_run_with_those_thresholds():
     sweep = ThresholdSweep(DBPostprocess(binary_thresh=0.3, box_thresh=0.6), DetMetric())
     sweep.update(prob, None, [gts], [None])
     result = sweep.results()
-    assert len(result["grid"]) == 24 and result["fixed"] == {"binary_thresh": 0.3, "box_thresh": 0.6}
+    assert len(result["grid"]) == 36 and result["fixed"] == {"binary_thresh": 0.3, "box_thresh": 0.6}
     for row in result["grid"]:
         b, t = row["binary_thresh"], row["box_thresh"]
         assert row["f-score"] == pytest.approx(expected_f(b, t)), (b, t)
@@ -212,7 +212,7 @@ def test_evaluator_runs_the_model_once_and_reports_fixed_and_sweep():
 
 
 def test_eval_command_protocol_and_sweep(synth_root, tmp_path, capsys):
-    """Through the CLI on a tiny random model: the grid point at the config's thresholds (0.3, 0.4) is the
+    """Through the CLI on a tiny random model: the grid point at the config's thresholds (0.6, 0.7) is the
     fixed-threshold result, the best pair is the grid's maximum and is labelled as an oracle."""
     opts, _, _, ckpt = save_tiny_model(synth_root, str(tmp_path))
     argv = ["eval", "-c", RECIPE, *[a for o in opts for a in ("-o", o)], "--ckpt", ckpt, "--sweep"]
@@ -220,10 +220,10 @@ def test_eval_command_protocol_and_sweep(synth_root, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["protocol"] == "deteval"
     grid = result["sweep"]["grid"]
-    fixed = next(r for r in grid if (r["binary_thresh"], r["box_thresh"]) == (0.3, 0.4))
+    fixed = next(r for r in grid if (r["binary_thresh"], r["box_thresh"]) == (0.6, 0.7))
     assert fixed["f-score"] == result["f-score"] and fixed["recall"] == result["recall"]
     assert result["sweep"]["best"]["f-score"] == max(r["f-score"] for r in grid)
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert text.startswith("Performance (icdar15): recall") and "tuned on the evaluation split (oracle)" in text
-    assert "report the fixed-threshold result (binary_thresh 0.3, box_thresh 0.4) as the score" in text
+    assert "report the fixed-threshold result (binary_thresh 0.6, box_thresh 0.7) as the score" in text
