@@ -27,10 +27,16 @@ fp32 - P textdet fp64|, MindOCR's own distance from the exact result of the netw
 share of pixels at the post-processor's binary threshold, to show P is not all background; ``max abs neck``: the
 neck's scale (absolute differences grow with it; 0 would be a dead network).
 
-Run in a MindOCR environment (``pip install mindspore==2.7.0 mindocr==0.5.0`` plus textdet's
-requirements; never in CI), from the repository root:
+Run in a MindOCR environment outside the repository (never in CI), from the repository root:
 
-    PYTHONPATH=src python benchmarks/parity_mindocr.py                   # all five configs, trained weights
+    python -m venv ~/venvs/mindocr && ~/venvs/mindocr/bin/pip install mindspore==2.7.0 mindocr==0.5.0 \
+        torch==2.13.0 "huggingface_hub<1.0" opencv-python-headless pyclipper tqdm pyyaml
+    ~/venvs/mindocr/bin/pip install "shapely>=2" "pillow>=10.1"    # a second step, as pip requires
+    OMP_NUM_THREADS=1 PYTHONPATH=src ~/venvs/mindocr/bin/python benchmarks/parity_mindocr.py  # the table
+
+Other runs (same interpreter):
+
+    PYTHONPATH=src python benchmarks/parity_mindocr.py --input noise     # trained weights on N(0, 1)
     PYTHONPATH=src python benchmarks/parity_mindocr.py --weights random --input noise   # the old check
     PYTHONPATH=src python benchmarks/parity_mindocr.py configs/db_r18_icdar15.yaml --old-padding
 """
