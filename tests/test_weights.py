@@ -264,3 +264,32 @@ def test_urls_in_backbone_and_model_pretrained_are_downloaded(tmp_path, online, 
     assert all(torch.equal(loaded.state_dict()[k], v) for k, v in source.state_dict().items())
     assert (tmp_path / "torch" / "hub" / "checkpoints" / "r18.pth").is_file()
     assert report.mismatched == [] and report.unexpected == [] and len(report.loaded) == 101
+
+
+def test_model_pretrained_true_downloads_the_mindocr_zoo_file_of_that_network(tmp_path, online, monkeypatch):
+    """``model.pretrained: true`` on a spelled-out network equal to a preset (the backbone's own ``pretrained``
+    aside) loads that preset's model-zoo file; a network that is no preset is refused with the way out."""
+    from textdet.config import load_config
+    from textdet.engine import build
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    net = ["model.backbone={name: det_resnet18, width: 4}", "model.neck={name: DBFPN, out_channels: 16}",
+           "model.head={name: DBHead}"]
+    torch.manual_seed(5)
+    source = build.build_model_from_config(load_config(None, net))
+    saved = tmp_path / "src.pth"
+    torch.save(source.state_dict(), saved)
+    body = saved.read_bytes()
+    server = _Server({_named(body, "tiny"): (200, body, None)})
+    preset = {"backbone": {"name": "det_resnet18", "width": 4, "pretrained": True},
+              "neck": {"name": "DBFPN", "out_channels": 16}, "head": {"name": "DBHead"}}
+    monkeypatch.setitem(build.MODEL_PRESETS, "tiny", preset)
+    monkeypatch.setitem(build.MINDOCR_ZOO, "tiny", server.url + _named(body, "tiny"))
+    try:
+        loaded = build.build_model_from_config(load_config(None, [*net, "model.pretrained=true"]))
+    finally:
+        server.close()
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in source.state_dict().items())
+    with pytest.raises(ConfigError, match="none of MindOCR's model-zoo models .*or false"):
+        build.build_model_from_config(load_config(None, [*net[:2], "model.head={name: DBHead, k: 10}",
+                                                         "model.pretrained=true"]))

@@ -17,13 +17,14 @@ from textdet.data.device_targets import device_columns
 from textdet.data.pipeline import Compose, FusedNormalize
 from textdet.data.resize import NormalizeImage, ToCHWImage
 from textdet.engine.checkpoint import load_weights, resolve_ckpt
+from textdet.engine.validate import MODEL_PRESETS, build_section, model_specs
 from textdet.engine.validate import build_pipeline as build_pipeline  # build.* for the commands
-from textdet.engine.validate import build_section, model_specs
 from textdet.engine.validate import validate as validate
 from textdet.errors import ConfigError
 from textdet.loss import build_loss
 from textdet.metrics import build_metric
 from textdet.models import BACKBONES, HEADS, NECKS, build_model
+from textdet.models.weights import MINDOCR_ZOO
 from textdet.postprocess import build_postprocess
 
 logger = logging.getLogger("textdet")
@@ -45,9 +46,23 @@ def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None
     specs = check_model_specs(cfg)
     if pretrained_backbone is False:
         specs["backbone"]["pretrained"] = False
-    pretrained = cfg.model.pretrained if cfg.model.pretrained not in (None, False, True) else None
+    pretrained = zoo_checkpoint(cfg, specs) if cfg.model.pretrained is True else cfg.model.pretrained or None
     with located(cfg, "model"):
         return build_model(specs["backbone"], specs["neck"], specs["head"], pretrained=pretrained)
+
+
+def zoo_checkpoint(cfg: Config, specs: dict[str, dict]) -> str:
+    """``model.pretrained: true``: the MindOCR model-zoo URL of the preset whose network ``specs`` is (the backbone's
+    own ``pretrained`` aside), so a YAML spelling out ``dbnet_resnet50`` gets that file as ``model.name`` would."""
+    def network(spec: dict[str, dict]) -> dict:
+        return {**spec, "backbone": {k: v for k, v in spec["backbone"].items() if k != "pretrained"}}
+
+    name = next((n for n, preset in MODEL_PRESETS.items() if network(preset) == network(specs)), None)
+    if name not in MINDOCR_ZOO:
+        with located(cfg, "model.pretrained"):
+            raise ConfigError(f"model.pretrained: true, but this network is none of MindOCR's model-zoo models "
+                              f"({', '.join(MINDOCR_ZOO)}); give a checkpoint path or URL, or false")
+    return MINDOCR_ZOO[name]
 
 
 def load_model(cfg: Config, ckpt: str | None,

@@ -27,6 +27,16 @@ _ESCAPE = "-o model.backbone.pretrained=false"
 _WRAPPERS = re.compile(r"^((module|_orig_mod)\.)+")
 
 
+# MindOCR 0.5's model-zoo checkpoints (mindocr/models/det_dbnet.py ``default_cfgs``), by MindOCR model name:
+# what ``model.pretrained: true`` loads for that network. The hash in each file name is checked on download.
+MINDOCR_ZOO: dict[str, str] = {
+    "dbnet_resnet18": "https://download.mindspore.cn/toolkits/mindocr/dbnet/dbnet_resnet18-0c0c4cfa.ckpt",
+    "dbnet_resnet50": "https://download.mindspore.cn/toolkits/mindocr/dbnet/dbnet_resnet50-c3a4aa24.ckpt",
+    "dbnetpp_resnet50": "https://download-mindspore.osinfra.cn/toolkits/mindocr/dbnet/dbnetpp_resnet50-068166c2.ckpt",
+    "dbnet_mobilenetv3": "https://download.mindspore.cn/toolkits/mindocr/dbnet/dbnet_mobilenetv3-62c44539.ckpt",
+}
+
+
 def weights_file(value: str | os.PathLike, what: str, escape: str) -> Path:
     """A local weights file from a path or an http(s) URL (downloaded into the hub cache)."""
     if is_url(value):
