@@ -6,8 +6,9 @@ Paths: pinned-memory prefetch on a side stream, uint8 batches normalised on the 
 dynamic loss scaling and an injected overflow, bf16, O3, channels_last, torch.compile cold then warm
 (the persistent cache), the device-side bitmap threshold in evaluation (same metric as on the CPU),
 DDP at world size 1 with the device's backend (nccl on CUDA), ONNX Runtime's device provider when
-installed, the targets benchmark, then DBNet-R50 640x640 training img/s (fp32, fp16, bf16) and the
-data-wait share with the real loader on synthetic 1280x720 data. Under 5 minutes on one GPU.
+installed, the DB targets built on the device (train.targets_on_device: ms per batch, equality with the
+CPU's), then DBNet-R50 640x640 training img/s (fp32, fp16, bf16) and the data-wait share with the real
+loader on synthetic 1280x720 data. Under 5 minutes on one GPU.
 Without an accelerator it says so and exits 0 at once.
 """
 
@@ -171,12 +172,48 @@ def check_onnxruntime_provider(ctx: dict) -> dict:
 
 
 def check_targets_on_device(ctx: dict) -> dict:
-    """Target maps: the CPU benchmark here; a device-side variant (train.targets_on_device) is timed when present."""
-    out = subprocess.run([sys.executable, os.path.join(HERE, "bench_targets.py"), "--samples", "5", "--repeats", "2"],
-                         capture_output=True, text=True, timeout=300)
-    if out.returncode:
-        raise RuntimeError(out.stderr[-1500:])
-    return {"bench_targets": out.stdout.strip().splitlines()[-3:]}
+    """train.targets_on_device: DeviceTargets on a batch of 8 640x640 crops (word quads, then 14-point curves) timed
+    on the device against ShrinkBinaryMap + BorderMap on the CPU, and its maps compared with theirs."""
+    import numpy as np
+    from bench_targets import SIZE, random_curves, random_quads
+
+    from textdet.data.device_targets import COLUMNS, DeviceTargets, PackPolygons
+    from textdet.data.targets import BorderMap, ShrinkBinaryMap
+
+    device, rng = torch.device(ctx["device"]), np.random.default_rng(0)
+    shrink, border, targets = ShrinkBinaryMap(), BorderMap(), DeviceTargets()
+    result = {}
+    for name, make in (("quads", random_quads), ("curves", random_curves)):
+        samples = [{"image": np.zeros((SIZE, SIZE, 3), np.uint8), "polys": make(rng),
+                    "ignore_tags": np.zeros(0, bool)} for _ in range(8)]
+        for s in samples:
+            s["ignore_tags"] = rng.random(len(s["polys"])) < 0.1
+        t0 = time.perf_counter()
+        cpu = [border(shrink(dict(s))) for s in samples]
+        cpu_ms = 1000 * (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        packed = [PackPolygons(shrink, border)(dict(s)) for s in samples]
+        pack_ms = 1000 * (time.perf_counter() - t0)
+        batch = {c: torch.from_numpy(np.stack([p[c] for p in packed])) for c in COLUMNS}
+        times = []
+        for _ in range(6):
+            dev.synchronize(device)
+            t0 = time.perf_counter()
+            maps = targets(batch, (SIZE, SIZE), device)
+            dev.synchronize(device)
+            times.append(1000 * (time.perf_counter() - t0))
+        ref = {k: torch.from_numpy(np.stack([c[k] for c in cpu])).float() for k in maps}
+        got = {k: v.cpu().reshape(ref[k].shape) for k, v in maps.items()}
+        iou = {k: float(((ref[k] > 0) & (got[k] > 0)).sum() / ((ref[k] > 0) | (got[k] > 0)).sum().clamp_min(1))
+               for k in ("binary_map", "thresh_mask")}
+        iou["mask"] = float(((ref["mask"] == 0) & (got["mask"] == 0)).sum() / ((ref["mask"] == 0) | (got["mask"] == 0))
+                            .sum().clamp_min(1))
+        thresh = float((ref["thresh_map"] - got["thresh_map"]).abs().mean())
+        assert min(iou.values()) >= 0.98 and thresh < 0.005, f"{name}: IoU {iou}, thresh map mean |diff| {thresh}"
+        result[name] = {"cpu_targets_ms_per_batch": cpu_ms, "worker_pack_ms_per_batch": pack_ms,
+                        "device_ms_per_batch": sorted(times[1:])[len(times[1:]) // 2], "iou": iou,
+                        "thresh_mean_abs_diff": thresh}
+    return result
 
 
 def check_r50_throughput(ctx: dict) -> dict:

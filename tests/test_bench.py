@@ -45,7 +45,8 @@ def test_data_keys(capsys, synth_root, tmp_path, cache):
                                                                  "train.dataset.cache_images": cache})
     r = run_json(capsys, "data", opts, "--n", "4")
     assert positive(r["samples_per_s"]) and positive(r["samples_per_s_first_epoch"])
-    assert positive(r["samples_per_s_workers"])
+    assert positive(r["samples_per_s_workers"]) and positive(r["samples_per_s_workers_targets_on_device"])
+    assert positive(r["targets_on_device_ms_per_batch"])
     assert r["num_workers"] == 1 and r["num_workers_config"] == 1 and r["n"] == 4 and r["skipped"] == 0
     names = list(r["ms_per_transform"])
     assert names[:3] == ["DecodeImage", "DetLabelEncode", "FusedGeometry"] and "BorderMap" in names

@@ -223,3 +223,13 @@ def test_builtin_data_is_its_own_startup_stage(tmp_path, capsys, monkeypatch):
     second = capsys.readouterr().out
     assert "built-in data (generated, once)" in first and "built-in data (cached)" in second
     assert os.path.isfile(os.path.join(textdet.cli.builtin_data_root(), "heldout", "images", "img_1.jpg"))
+
+
+def test_own_data_roots_skip_the_builtin_data(synth_root, tmp_path, capsys, monkeypatch):
+    """No -c but both data roots given (the README tutorial): nothing is generated, the run uses those roots."""
+    monkeypatch.setenv("TEXTDET_HOME", str(tmp_path / "home"))
+    opts = [a for o in tiny_overrides(synth_root, str(tmp_path / "run")) for a in ("-o", o)]
+    assert main(["train", "--dry-run", *opts]) == 0
+    out = capsys.readouterr().out
+    assert "built-in data" not in out and f"Data root: {synth_root}" in out
+    assert not os.path.exists(tmp_path / "home")

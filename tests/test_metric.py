@@ -177,11 +177,11 @@ def test_gt_with_bom_and_commas_in_transcriptions():
     assert texts == ["Genaxis Theatre", "###", "a,b,,c"]
     assert ignore.tolist() == [False, True, False]
     np.testing.assert_array_equal(polys[0], [[377, 117], [463, 117], [465, 130], [378, 130]])
-    with pytest.raises(DataError, match="gt_img_1.txt line 1"):
+    with pytest.raises(DataError, match="gt_img_1.txt:1"):
         parse_icdar_gt("1,2,3,x,5,6,7,8,t", "gt_img_1.txt")
     polys, conf = parse_icdar_result("0,0,10,0,10,10,0,10,0.93\n1,1,2,1,2,2,1,2\n", "res_img_1.txt")
     assert len(polys) == 2 and conf[0] == pytest.approx(0.93) and np.isnan(conf[1])
-    with pytest.raises(DataError, match="res_img_1.txt line 2"):
+    with pytest.raises(DataError, match="res_img_1.txt:2"):
         parse_icdar_result("0,0,10,0,10,10,0,10\n0,0,10,0,10\n", "res_img_1.txt")
 
 
@@ -237,5 +237,5 @@ def test_evaluate_mindocr_label_files(tmp_path: Path):
     assert (got["tp"], got["n_gt"], got["n_det"], got["images"]) == (1, 2, 2, 2)
     assert load_gt(tmp_path / "gt.txt")["img_1"][1].tolist() == [False, True]
     (tmp_path / "bad.txt").write_text("img_1.jpg\t[{]\n", encoding="utf-8")
-    with pytest.raises(DataError, match="bad.txt line 1"):
+    with pytest.raises(DataError, match="bad.txt:1"):
         load_gt(tmp_path / "bad.txt")

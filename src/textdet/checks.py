@@ -1,4 +1,4 @@
-"""Argument checks and the repr shared by the config-built components: one wording for every constructor."""
+"""Argument checks shared by the config-built components: one wording for every constructor."""
 
 from __future__ import annotations
 
@@ -6,10 +6,6 @@ import math
 from typing import Any
 
 import numpy as np
-
-
-def component_repr(obj: object, **fields: Any) -> str:
-    return f"{type(obj).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
 def check_prob(p: float, name: str = "p") -> float:

@@ -1,29 +1,23 @@
-"""``textdet`` command line: one subcommand per job, errors as one readable paragraph. Heavy modules (torch, the
-model zoo) are imported inside each command, so ``textdet --help`` and a config typo answer in under a second."""
+"""``textdet`` command line: one subcommand per job, errors as one paragraph; torch is imported per command."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
-from textdet import DEVICE_HELP, __version__
+from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET, DEVICE_HELP, __version__, textdet_home
 from textdet.data.formats import FORMATS
 from textdet.errors import ConfigError, TextdetError
-from textdet.export import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
 _T_MAIN = time.time()
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 BENCH_PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
 SYNTH_SETTINGS = {"n_train": 2000, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
-
-
-def textdet_home() -> str:
-    """Cache folder for built-in data and compile caches: ``$TEXTDET_HOME`` or ``~/.cache/textdet``."""
-    return os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
 
 
 def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -170,7 +164,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-# ------------------------------------------------------------------------------------------------ commands
 def _parse_size(text: str) -> tuple[int, int]:
     try:
         w, h = (int(v) for v in text.lower().split("x"))
@@ -196,8 +189,6 @@ def ensure_builtin_data() -> bool:
     tmp = root + ".partial"
     generate_dataset(tmp, s["n_train"], s["n_val"], seed=s["seed"], size=s["size"], n_heldout=s["n_heldout"])
     if os.path.isdir(root):
-        import shutil
-
         shutil.rmtree(root)
     os.replace(tmp, root)
     return True
@@ -208,39 +199,18 @@ def load_cfg(args: argparse.Namespace):
 
     if getattr(args, "config", None):
         return load_config(args.config, args.opt)
-    ensure_builtin_data()
-    root = builtin_data_root()
-    base = [f"train.dataset.dataset_root={root}", f"eval.dataset.dataset_root={root}"]
+    base = []
+    if needs_builtin_data(args.opt):
+        ensure_builtin_data()
+        root = builtin_data_root()
+        base = [f"train.dataset.dataset_root={root}", f"eval.dataset.dataset_root={root}"]
     return load_config(RECIPE, base + list(args.opt))
 
 
-def preflight(cfg) -> None:
-    """The torch-free checks (data paths, pipelines, post-processing and metric sections), run before
-    ``import torch`` (1.5-2 s) so the common mistakes fail in well under 2 s."""
-    from textdet.config.components import MODEL_PART_NAMES, lookup
-    from textdet.config.loader import located
-    from textdet.data.labels import check_dataset_paths
-    from textdet.data.pipeline import build_transforms
-    from textdet.metrics import build_metric
-    from textdet.postprocess import build_postprocess
-
-    splits = [s for s in (("train", "eval") if cfg.system.val_while_train else ("train",))
-              if getattr(cfg, s).dataset.transform_pipeline]
-    for part, names in MODEL_PART_NAMES.items():
-        name = (getattr(cfg.model, part) or {}).get("name")
-        if name is not None:
-            with located(cfg, f"model.{part}.name"):
-                lookup(dict.fromkeys(names), name, f"model.{part}.name", part)
-    for split in splits:  # the config's own mistakes first, then the file system's
-        with located(cfg, f"{split}.dataset.transform_pipeline"):
-            build_transforms(getattr(cfg, split).dataset.transform_pipeline)
-    for key, make in (("postprocess", build_postprocess), ("metric", build_metric)):
-        spec = dict(getattr(cfg, key))
-        with located(cfg, key):
-            make(spec.pop("name", None), **spec)
-    for split in splits:
-        ds = getattr(cfg, split).dataset
-        check_dataset_paths(ds.dataset_root, ds.data_dir, ds.label_file, f"{split}.dataset")
+def needs_builtin_data(opts: list[str]) -> bool:
+    """The built-in recipe needs its generated data unless ``-o`` points both data roots elsewhere."""
+    keys = {o.split("=", 1)[0].strip() for o in opts or ()}
+    return not {"train.dataset.dataset_root", "eval.dataset.dataset_root"} <= keys
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -249,10 +219,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     startup = StartupTimer()
     startup.stages["python start"] = _T_MAIN - startup.t0
     startup.last = _T_MAIN
-    if not args.config:  # the one-time data generation gets its own row, not folded into another stage
+    if not args.config and needs_builtin_data(args.opt):  # the one-time generation: its own row
         startup.mark(f"built-in data ({'generated, once' if ensure_builtin_data() else 'cached'})")
-    cfg = load_cfg(args)  # YAML errors surface before the seconds spent importing torch
-    preflight(cfg)
+    cfg = load_cfg(args)  # config and data errors surface before the seconds spent importing torch
+    from textdet.engine.validate import train_splits, validate  # after the YAML: a typo there fails faster
+
+    pipelines = validate(cfg, train_splits(cfg))
     startup.mark("config")
     import torch  # noqa: F401  (timed as the import stage)
 
@@ -260,9 +232,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     startup.mark("imports")
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
-                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite)
+                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite, pipelines=pipelines)
     if args.dry_run:
-        from textdet.engine.report import banner
+        from textdet.engine.logs import banner
 
         startup.mark("dry run checks")
         print(banner(trainer))
@@ -344,9 +316,7 @@ def cmd_metric(args: argparse.Namespace) -> int:
 def cmd_check_data(args: argparse.Namespace) -> int:
     from textdet.commands.check_data import check_data
 
-    cfg = load_cfg(args)
-    ok = check_data(cfg, dump_dir=args.dump, n_dump=args.n)
-    return 0 if ok else 1
+    return 0 if check_data(load_cfg(args), dump_dir=args.dump, n_dump=args.n) else 1
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

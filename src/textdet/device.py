@@ -37,8 +37,7 @@ def accelerator() -> str | None:
 
 
 def pick_device(name: str | None = None) -> torch.device:
-    """``--device`` (cpu, cuda:N, npu:N, xpu, mps) or the accelerator when there is one (the local
-    rank's under torchrun), else the CPU. An unavailable device is an error naming the fix."""
+    """``--device`` (cpu, cuda:N, npu:N, xpu, mps) or the (local rank's) accelerator, else the CPU; checked."""
     if not name:
         kind = accelerator()
         return torch.device(kind, int(os.environ.get("LOCAL_RANK", "0"))) if kind else torch.device("cpu")
@@ -130,8 +129,7 @@ def cpu_bf16_fast() -> bool:
 
 
 def ort_providers(device: str | None, available: list[str]) -> list:
-    """ONNX Runtime providers for ``--device``: cpu; cuda[:N] / npu[:N] (that device, then CPU); None: the
-    first accelerator provider this onnxruntime has, then CPU."""
+    """ONNX Runtime providers for ``--device`` (that device, then CPU); None: the first accelerator one, then CPU."""
     if device is None:
         return [p for p in available if p in _ORT.values()][:1] + ["CPUExecutionProvider"]
     kind, _, index = str(device).partition(":")

@@ -1,8 +1,6 @@
 """ONNX: export a DBNet, run ONNX models with ONNX Runtime, evaluate an ONNX file like a checkpoint.
-
 The graph is the eval-mode model's probability map: input ``x`` float32 (N, 3, H, W) normalised as the config's
-pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 32): PP-OCR's det interface too.
-"""
+pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 32): PP-OCR's det interface too."""
 
 from __future__ import annotations
 
@@ -10,33 +8,29 @@ import inspect
 import os
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+import cv2
+import numpy as np
+import torch
+from torch import nn
+
+from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET
+from textdet.config import Config
+from textdet.device import ort_providers
+from textdet.engine.amp import amp_settings
+from textdet.engine.evaluator import evaluate
+from textdet.engine.validate import validate
 from textdet.errors import TextdetError
-
-if TYPE_CHECKING:
-    import numpy as np
-    import torch
-    from torch import nn
-
-    from textdet.config import Config
+from textdet.models.dbnet import INPUT_DIVISOR
 
 INPUT_NAME, OUTPUT_NAME = "x", "binary"
-DEFAULT_OPSET = 17
-DEFAULT_EXPORT_HW = (640, 640)  # when the config's DetResize has no target_size
 MAX_ABS_DIFF = 1e-3  # ONNX Runtime vs PyTorch probability maps, fp32
 BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a rounded corner by 1 px
 
 
-# ----------------------------------------------------------------------------- ONNX Runtime
 class OnnxModel:
-    """An ONNX DB-style model under ONNX Runtime.
-
-    ``run(images)``: float32 (N, 3, H, W) numpy -> (N, 1, H, W) float32 probabilities; called with a tensor it returns
-    ``{"binary": tensor}`` like DBNet in eval mode, so the Evaluator runs it unchanged.
-    ``path``: one rank-4 3-channel image input, one (N, 1, H, W) or (N, H, W) output (``binary``, else the first);
-    ``device``: "cpu", "cuda[:N]", "npu[:N]" or None (first accelerator provider). TextdetError on a bad file/model.
-    """
+    """An ONNX DB-style model (one (N, 3, H, W) input, one probability map output) under ONNX Runtime on ``device``;
+    ``run`` takes numpy, a call takes a tensor and returns ``{"binary": P}`` like DBNet, for the Evaluator."""
 
     training = False
 
@@ -49,8 +43,6 @@ class OnnxModel:
             raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
         self.path = path
         try:
-            from textdet.device import ort_providers
-
             self.session = ort.InferenceSession(path, providers=ort_providers(device, ort.get_available_providers()))
         except Exception as e:  # onnxruntime raises its own exception types for bad files
             raise TextdetError(f"cannot load ONNX model {path}: {e}") from None
@@ -69,8 +61,6 @@ class OnnxModel:
             raise TextdetError(f"{path}: output {out.name!r} has shape {out.shape}; expected a probability map "
                                "(N, 1, H, W) or (N, H, W)")
         self.input_name, self.output_name = inp.name, out.name
-        import numpy as np
-
         self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
         self.fixed_batch = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
         h, w = inp.shape[2], inp.shape[3]
@@ -79,8 +69,6 @@ class OnnxModel:
 
     def run(self, images: np.ndarray) -> np.ndarray:
         """float32 (N, 3, H, W) -> float32 (N, 1, H, W) probabilities."""
-        import numpy as np
-
         if self.fixed_hw is not None and tuple(images.shape[2:]) != self.fixed_hw:
             raise TextdetError(f"{self.path} takes {self.fixed_hw[0]}x{self.fixed_hw[1]} (HxW) inputs only, got "
                                f"{images.shape[2]}x{images.shape[3]}; resize to that size (DetResize target_size)")
@@ -97,8 +85,6 @@ class OnnxModel:
         return prob[:, None] if prob.ndim == 3 else prob
 
     def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        import torch
-
         return {"binary": torch.from_numpy(self.run(images.detach().float().cpu().numpy()))}
 
     def eval(self) -> OnnxModel:
@@ -113,32 +99,16 @@ class OnnxModel:
 
 def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False,
                   sweep: bool = False) -> dict:
-    """``textdet eval --onnx``: the keys of ``evaluate_checkpoint`` ("checkpoint" is the .onnx path), plus "onnx".
-
-    Only the eval data, postprocess and metric sections are used, so an external model needs no
-    ``model`` section. The feed stays on the CPU: ONNX Runtime takes numpy arrays.
-    """
-    import torch
-
-    from textdet.engine import build
-    from textdet.engine.amp import amp_settings
-    from textdet.engine.evaluator import evaluate
-
-    build.check_columns(cfg, ("eval",))
-    cpu = torch.device("cpu")
-    result = evaluate(cfg, OnnxModel(onnx_path, device=device), onnx_path, cpu, False, amp_settings("O0", "cpu"),
-                      progress, sweep)
+    """``textdet eval --onnx``: ``evaluate_checkpoint``'s keys plus "onnx"; needs no ``model`` section."""
+    pipeline = validate(cfg, ("eval",), model=False)["eval"]
+    model, cpu = OnnxModel(onnx_path, device=device), torch.device("cpu")
+    result = evaluate(cfg, pipeline, model, onnx_path, cpu, False, amp_settings("O0", "cpu"), progress, sweep)
     return {**result, "onnx": result["checkpoint"]}
 
 
-# ----------------------------------------------------------------------------- export
-def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640, opset: int = DEFAULT_OPSET) -> str:
-    """Trace ``model`` in eval mode on a (1, 3, height, width) example and write ``path`` atomically; batch, H, W are
-    dynamic and the eval output ``{"binary": P}`` becomes the one output ``binary``."""
-    import torch
-
-    from textdet.models.dbnet import INPUT_DIVISOR
-
+def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0], width: int = DEFAULT_EXPORT_HW[1],
+                opset: int = DEFAULT_OPSET) -> str:
+    """Trace ``model`` (eval mode) on a (1, 3, H, W) input into ``path``; batch, H, W dynamic, output ``binary``."""
     for name, v in (("height", height), ("width", width)):
         if v < INPUT_DIVISOR or v % INPUT_DIVISOR:
             raise TextdetError(f"--{name} {v}: must be a positive multiple of {INPUT_DIVISOR}")
@@ -165,9 +135,6 @@ def export_onnx(model: nn.Module, path: str, height: int = 640, width: int = 640
 
 def synthetic_image(height: int, width: int) -> np.ndarray:
     """A deterministic RGB uint8 test card: dark text lines on a light background."""
-    import cv2
-    import numpy as np
-
     img = np.full((height, width, 3), 235, np.uint8)
     scale = max(height, width) / 640
     for i, text in enumerate(("TEXTDET 2024", "onnx check", "DBNet export")):
@@ -179,23 +146,16 @@ def synthetic_image(height: int, width: int) -> np.ndarray:
 
 def same_boxes(a: dict, b: dict, tol: float = BOX_TOLERANCE_PX) -> bool:
     """Two post-processed results hold the same boxes (any order), corners within ``tol`` px."""
-    import numpy as np
-
     if len(a["polys"]) != len(b["polys"]):
         return False
     key = lambda p: (float(p[:, 1].min()), float(p[:, 0].min()))
-    for p, q in zip(sorted(a["polys"], key=key), sorted(b["polys"], key=key), strict=True):
-        if p.shape != q.shape or np.abs(p - q).max() > tol:
-            return False
-    return True
+    pairs = zip(sorted(a["polys"], key=key), sorted(b["polys"], key=key), strict=True)
+    return all(p.shape == q.shape and np.abs(p - q).max() <= tol for p, q in pairs)
 
 
 def compare_onnx(model: nn.Module, onnx_path: str, preprocess: Callable[[np.ndarray], tuple], postprocess,
                  image: np.ndarray) -> dict:
     """PyTorch vs ONNX Runtime on one RGB image: max |P diff| and the post-processed boxes of both."""
-    import numpy as np
-    import torch
-
     x, shape = preprocess(image)
     model.eval()
     with torch.no_grad():

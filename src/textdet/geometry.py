@@ -1,5 +1,4 @@
-"""Pure numpy/pyclipper polygon helpers shared by targets, post-processing and metrics. A polygon is a float
-(P, 2) array of (x, y) vertices, P >= 3; nothing here knows images, tensors or configs."""
+"""Pure numpy/pyclipper helpers on polygons, float (P, 2) arrays of (x, y) with P >= 3, shared by every stage."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ def polygon_area(poly: np.ndarray) -> float:
 
 
 def polygon_areas(polys: np.ndarray) -> np.ndarray:
-    """Unsigned areas (N,) float64 of N polygons with the same vertex count, (N, P, 2).
-    Sums in another order than ``polygon_area``: the two may differ by an ulp near zero area."""
+    """Unsigned areas (N,) of N same-length polygons (N, P, 2); may differ from ``polygon_area`` by an ulp."""
     p = np.asarray(polys, dtype=np.float64)
     x, y = p[..., 0], p[..., 1]
     return np.abs((x * np.roll(y, -1, axis=-1)).sum(-1) - (y * np.roll(x, -1, axis=-1)).sum(-1)) / 2.0
@@ -32,10 +30,7 @@ def polygon_perimeter(poly: np.ndarray) -> float:
 
 def shrink_distance(poly: np.ndarray, shrink_ratio: float) -> float:
     """DB's offset D = A * (1 - r^2) / L, used both to shrink (targets) and to pad (border map)."""
-    perimeter = polygon_perimeter(poly)
-    if perimeter <= 0:
-        return 0.0
-    return polygon_area(poly) * (1.0 - shrink_ratio**2) / perimeter
+    return unclip_distance(poly, 1.0 - shrink_ratio**2)
 
 
 def unclip_distance(poly: np.ndarray, expand_ratio: float) -> float:
@@ -57,8 +52,7 @@ def offset_polygon(poly: np.ndarray, distance: float) -> list[np.ndarray]:
 
 
 def box_points(rects: np.ndarray) -> np.ndarray:
-    """``cv2.boxPoints`` for many rectangles at once: (N, 5) ``[cx, cy, w, h, angle_deg]`` -> float64 (N, 4, 2).
-    The formula of OpenCV's ``RotatedRect::points``, in float64 (cv2 rounds to float32)."""
+    """``cv2.boxPoints`` (its formula) in float64 for many rects: (N, 5) ``[cx, cy, w, h, angle]`` -> (N, 4, 2)."""
     cx, cy, w, h, angle = (rects[:, i] for i in range(5))
     rad = np.deg2rad(angle)
     b, a = np.cos(rad) * 0.5, np.sin(rad) * 0.5
@@ -70,8 +64,7 @@ def box_points(rects: np.ndarray) -> np.ndarray:
 
 
 def order_quads(boxes: np.ndarray) -> np.ndarray:
-    """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box (image coordinates).
-    The two leftmost points (stable sort by x) are TL, BL (by y, stable), the two rightmost TR, BR."""
+    """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box (leftmost two by y, then rightmost)."""
     rows = np.arange(len(boxes))[:, None]
     by_x = boxes[rows, np.argsort(boxes[..., 0], axis=1, kind="stable")]
     swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp), (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)
@@ -80,8 +73,7 @@ def order_quads(boxes: np.ndarray) -> np.ndarray:
 
 
 def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tuple[float, ...]:
-    """One rectangle's corners TL, TR, BR, BL as 8 floats ``x0, y0, ..., x3, y3``, in pure Python.
-    ``box_points`` + ``order_quads`` for one box; cheaper than numpy below a few dozen boxes."""
+    """One rectangle's corners TL, TR, BR, BL as 8 floats: ``box_points`` + ``order_quads`` in pure Python."""
     rad = math.radians(angle)
     b, a = math.cos(rad) * 0.5, math.sin(rad) * 0.5
     ah, bw, bh, aw = a * h, b * w, b * h, a * w
@@ -96,8 +88,7 @@ def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tupl
 
 
 def map_polys(polys: list[np.ndarray], matrix: np.ndarray) -> list[np.ndarray]:
-    """Apply a (3, 3) or (2, 3) affine ``matrix`` (on column vectors (x, y, 1)) to every (P_i, 2) polygon in one
-    vectorised product; returns (P_i, 2) float32 arrays."""
+    """Apply a (3, 3) or (2, 3) affine ``matrix`` to every (P_i, 2) polygon in one product -> float32 arrays."""
     if len(polys) == 0:
         return []
     lengths = [len(p) for p in polys]

@@ -1,9 +1,7 @@
 """Weights files coming in: downloads into the torch hub cache, and unpickling that runs no code.
-
 As torchvision: ``torch.hub.get_dir()/checkpoints`` under the URL's base name, a ``-<hex>.ext`` name checked
 against the sha256 prefix, complete files only (temp + rename). ``TEXTDET_OFFLINE=1`` never touches the
-network; under torchrun local rank 0 downloads while the others wait.
-"""
+network; under torchrun local rank 0 downloads while the others wait."""
 
 from __future__ import annotations
 
@@ -49,12 +47,8 @@ def hub_checkpoint_dir() -> Path:
 
 def download(url: str, what: str, escape: str, folder: str | os.PathLike | None = None,
              timeout: float = TIMEOUT_S, progress: bool | None = None) -> Path:
-    """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed.
-
-    ``what`` (config key) and ``escape`` (how to do without the file) go into messages; ``timeout`` bounds connect
-    and each read. Raises ConfigError (offline, unreachable, truncated, hash mismatch) naming the file, the folder
-    and how to copy it by hand; nothing partial stays in the cache.
-    """
+    """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed; a
+    failure is a ConfigError naming ``what`` (the config key), the folder and ``escape`` (how to do without it)."""
     folder = Path(folder) if folder is not None else hub_checkpoint_dir()
     dest = folder / os.path.basename(urlparse(url).path)
     if dest.is_file():
@@ -77,11 +71,9 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
             digest = _transfer(url, f, timeout, sys.stderr.isatty() if progress is None else progress)
         match = _HASH.search(dest.name)
         if match and not digest.startswith(match.group(1)):
-            raise ConfigError(
-                f"{what}: {url} does not match the sha256 prefix in its name ({match.group(1)}, got "
-                f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a changed file? "
-                f"{by_hand}"
-            )
+            raise ConfigError(f"{what}: {url} does not match the sha256 prefix in its name ({match.group(1)}, got "
+                              f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a "
+                              f"changed file? {by_hand}")
         os.replace(tmp, dest)
     except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         raise ConfigError(f"{what}: cannot download {url} to {folder} ({exc}); {by_hand}") from None
@@ -112,18 +104,15 @@ def _transfer(url: str, out: Any, timeout: float, progress: bool) -> str:
 
 def safe_load(path: str | os.PathLike, what: str) -> Any:
     """``torch.load(weights_only=True)``: tensors, containers, numbers and numpy arrays, never code.
-
-    Raises ConfigError naming the file and ``what`` when it needs arbitrary pickled objects or cannot be read.
-    """
+    Raises ConfigError naming the file and ``what`` when it needs arbitrary pickled objects or cannot be read."""
     try:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise ConfigError(
-            f"{what}: {path} holds pickled Python objects beyond tensors and plain data ({str(exc).splitlines()[0]}). "
-            f"textdet loads weights with torch.load(weights_only=True) because unpickling other objects can run "
-            f"code from the file. If you trust it, re-save only its state_dict: "
-            f"torch.save(torch.load(PATH, weights_only=False)['model'], 'clean.pth')"
-        ) from None
+        raise ConfigError(f"{what}: {path} holds pickled Python objects beyond tensors and plain data "
+                          f"({str(exc).splitlines()[0]}). textdet loads weights with torch.load(weights_only=True) "
+                          "because unpickling other objects can run code from the file. If you trust it, re-save only "
+                          "its state_dict: torch.save(torch.load(PATH, weights_only=False)['model'], 'clean.pth')"
+                          ) from None
     except Exception as exc:  # truncated or foreign file
         raise ConfigError(f"{what}: cannot read {path}: {exc}") from None

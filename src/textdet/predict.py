@@ -1,7 +1,6 @@
 """Inference: the ``Detector`` Python API and the ``textdet predict`` command.
 
-A Detector is preprocessing (DetResize, NormalizeImage), a model (float32 (N, 3, H, W) -> P (N, 1, H, W); PyTorch
-DBNet or ONNX) and DBPostprocess, which maps boxes back to original-image pixels through ``shape_list``::
+A Detector is preprocessing, a model (PyTorch DBNet or ONNX) and DBPostprocess (boxes in original-image pixels)::
 
     det = Detector.from_config(load_config("db_r50.yaml"), "runs/best.ckpt")
     det = Detector.from_onnx("ppocr_det.onnx")                    # any DB-style ONNX model
@@ -11,31 +10,34 @@ DBNet or ONNX) and DBPostprocess, which maps boxes back to original-image pixels
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import torch
 
+from textdet.config import Config
+from textdet.config.loader import located
 from textdet.data.decode import DecodeImage
 from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize, NormalizeImage
+from textdet.device import pick_device
+from textdet.engine import build
+from textdet.engine.amp import AmpSettings, amp_settings
 from textdet.errors import ConfigError, DataError, TextdetError
+from textdet.export import OnnxModel
 from textdet.postprocess import DBPostprocess, build_postprocess
-
-if TYPE_CHECKING:
-    import torch
-
-    from textdet.config import Config
-    from textdet.engine.amp import AmpSettings
 
 logger = logging.getLogger("textdet")
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 # MindOCR's det inference default (tools/infer/text: det_limit_type max, det_limit_side_len 960)
 INFER_RESIZE = {"limit_type": "max", "limit_side_len": 960, "keep_ratio": True, "divisor": 32}
+PREDICT_CKPT_KEYS = ("predict.ckpt_load_path", "eval.ckpt_load_path")  # where predict and export look, in order
 
 ImageInput = "str | os.PathLike | np.ndarray"
 
@@ -43,11 +45,8 @@ ImageInput = "str | os.PathLike | np.ndarray"
 # ----------------------------------------------------------------------------- preprocessing
 @dataclass
 class Preprocess:
-    """RGB uint8 (H, W, 3) -> model input (3, H', W') float32 and ``shape_list`` [h, w, scale_h, scale_w].
-
-    ``img_mode`` is the channel order the model was trained on (the pipeline's DecodeImage), applied
-    before NormalizeImage, whose own swap flags then act exactly as in the data pipeline.
-    """
+    """RGB uint8 (H, W, 3) -> model input (3, H', W') float32 and ``shape_list`` [h, w, scale_h, scale_w];
+    ``img_mode``: the channel order the model was trained on, applied before NormalizeImage (as in the pipeline)."""
 
     resize: DetResize
     normalize: NormalizeImage
@@ -74,8 +73,6 @@ def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
 def preprocess_from_config(cfg: Config | None) -> Preprocess:
     """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s) ``transform_pipeline``; what
     is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32; ImageNet normalisation of RGB)."""
-    from textdet.engine.build import located
-
     pipeline, key = None, None
     if cfg is not None:
         pipeline, key = cfg.predict.dataset.get("transform_pipeline"), "predict.dataset.transform_pipeline"
@@ -132,24 +129,14 @@ class TorchRunner:
         self.model, self.device, self.amp = model.to(device).eval(), device, amp
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
-        import contextlib
-
-        import torch
-
         with torch.no_grad(), self.amp.context() if self.amp is not None else contextlib.nullcontext():
             prob = self.model(torch.from_numpy(images).to(self.device))["binary"]
         return prob.float().cpu().numpy()
 
 
 class Detector:
-    """Images in, text polygons and scores out (in original-image pixels).
-
-    Args:
-        model: float32 (N, 3, H, W) numpy -> probabilities (N, 1, H, W) numpy.
-        preprocess: resize + normalise (``preprocess_from_config``).
-        postprocess: DBPostprocess (its ``expand_ratio``, thresholds, quad/poly).
-        batch_size: images run together; only images with the same resized size share a batch.
-    """
+    """Images in, text polygons and scores out (in original-image pixels). ``model``: float32 (N, 3, H, W) numpy
+    -> probabilities (N, 1, H, W) numpy; ``batch_size``: images run together (same resized size only)."""
 
     def __init__(self, model: Callable[[np.ndarray], np.ndarray], preprocess: Preprocess,
                  postprocess: DBPostprocess, batch_size: int = 8) -> None:
@@ -160,21 +147,10 @@ class Detector:
     @classmethod
     def from_config(cls, cfg: Config, ckpt: str | None = None, device: str | None = None,
                     batch_size: int = 8) -> Detector:
-        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``).
-
-        ``device``: "cpu", "cuda:1", "npu:0"... (default: the accelerator when there is one); ``system.amp_level_infer``
-        sets autocast. Pre- and post-processing as ``preprocess_from_config`` and ``cfg.postprocess``.
-        """
-        from textdet.device import pick_device
-        from textdet.engine import build
-        from textdet.engine.amp import amp_settings
-        from textdet.engine.checkpoint import load_weights
-
-        path, what = find_checkpoint(cfg, ckpt)
-        postprocess = build.build_postprocess_from_config(cfg)
-        preprocess = preprocess_from_config(cfg)
-        model = build.build_model_from_config(cfg, pretrained_backbone=False)
-        load_weights(model, path, what)
+        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on ``device``
+        (default: the accelerator if any), autocast per ``system.amp_level_infer``; pre/post-processing of ``cfg``."""
+        model, _ = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
+        postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
         return cls(TorchRunner(model, dev, amp_settings(cfg.system.amp_level_infer, dev.type)), preprocess,
                    postprocess, batch_size)
@@ -183,14 +159,9 @@ class Detector:
     def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,
                   resize: DetResize | dict | None = None, normalize: NormalizeImage | dict | None = None,
                   img_mode: str | None = None, device: str | None = None, batch_size: int = 8) -> Detector:
-        """An ONNX model: our export, or an external DB-style one (input ``x`` (N, 3, H, W), output P).
-
-        Pre/post-processing from ``cfg`` (as ``from_config``), else MindOCR's inference defaults (a fixed-size model
-        is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override.
-        """
-        from textdet.engine.build import build_postprocess_from_config
-        from textdet.export import OnnxModel
-
+        """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's inference
+        defaults (a fixed-size model is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or
+        kwargs dicts) override."""
         onnx = OnnxModel(path, device=device)
         pre = preprocess_from_config(cfg)
         if resize is None and (cfg is None or not _has_resize(cfg)) and onnx.fixed_hw is not None:
@@ -207,7 +178,7 @@ class Detector:
             postprocess = build_postprocess(postprocess.get("name", "DBPostprocess"),
                                             **{k: v for k, v in postprocess.items() if k != "name"})
         elif postprocess is None:
-            postprocess = build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
+            postprocess = build.build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
         if onnx.fixed_batch is not None:
             batch_size = 1 if onnx.fixed_batch == 1 else batch_size
         return cls(onnx.run, pre, postprocess, batch_size)
@@ -244,18 +215,3 @@ def _built(cls: type, kwargs: dict, what: str) -> Any:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"Detector.from_onnx {what}={kwargs!r}: {e}") from None
-
-
-def find_checkpoint(cfg: Config, ckpt: str | None) -> tuple[str, str]:
-    """(path, where it came from): ``ckpt``, else ``predict.ckpt_load_path``, else ``eval.ckpt_load_path``."""
-    for path, what in ((ckpt, "--ckpt"), (cfg.predict.ckpt_load_path, "predict.ckpt_load_path"),
-                       (cfg.eval.ckpt_load_path, "eval.ckpt_load_path")):
-        if path and path.startswith(("http://", "https://")):
-            from textdet.hub import download  # torch-free start-up until a URL needs it
-
-            return str(download(path, what, "give a local checkpoint path instead")), what
-        if path:
-            if not os.path.isfile(path):
-                raise TextdetError(f"checkpoint not found: {path} (from {what}); point it at a .ckpt file")
-            return path, what
-    raise TextdetError("no checkpoint: pass --ckpt PATH (or set predict.ckpt_load_path / eval.ckpt_load_path)")

@@ -1,8 +1,5 @@
-"""``textdet bench {data,model,train,postprocess,eval}``: time one part alone, with the config's settings.
-
-Objects come from ``textdet.engine.build`` (and the real ``Trainer``/``Evaluator``), so figures are a real run's;
-warm-up is never timed. ``--json`` prints one object on stdout (engine logs go to stderr).
-"""
+"""``textdet bench PART``: time one part alone with the config's settings and the real objects (``engine.build``,
+``Trainer``, ``Evaluator``), warm-up untimed; ``--json`` prints one object on stdout (logs go to stderr)."""
 
 from __future__ import annotations
 
@@ -21,9 +18,10 @@ import numpy as np
 import torch
 
 from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
-from textdet.commands.bench_infer import pick as _device
 from textdet.config import load_config
+from textdet.data.device_targets import split_device_targets
 from textdet.data.geometric import RandomCropWithBBox
+from textdet.device import pick_device as _device
 from textdet.device import synchronize
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
@@ -87,14 +85,30 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     loader = build.build_split_loader(cfg, "train", dataset, 0, 1, device)
     workers = loader.num_workers  # the engine caps the configured count at the available cores
     rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
+    # train.targets_on_device: the same workers without ShrinkBinaryMap/BorderMap (the split pipeline keeps the
+    # filled image cache) and the device half timed per batch on this device.
+    dev_pipe, targets = split_device_targets(pipe, True, device) if "ShrinkBinaryMap" in stats else (pipe, None)
+    dev_rate = targets_ms = dev_mb = None
+    if targets is not None:
+        dev_set = build.build_dataset(cfg, "train", dev_pipe, device_targets=True)
+        dev_loader = build.build_split_loader(cfg, "train", dev_set, 0, 1, device)
+        dev_rate = _loader_rate(dev_loader, n, skip=max(workers, 1), column=dev_set.output_columns[0])
+        dev_sample = dev_set[0]
+        dev_mb = sum(getattr(dev_sample.get(c), "nbytes", 0) for c in dev_set.output_columns) / 1e6
+        batch = next(iter(dev_loader))
+        hw = batch["image"].shape[1:3] if batch["image"].dtype == torch.uint8 else batch["image"].shape[-2:]
+        targets_ms = 1000 * _median_seconds(lambda: targets(batch, hw, device), 5, 1, device)
     return {
         "samples_per_s": used / max(steady, 1e-9),
         "samples_per_s_first_epoch": used / max(first, 1e-9),
         "samples_per_s_workers": rate_workers,
+        "samples_per_s_workers_targets_on_device": dev_rate,
+        "targets_on_device_ms_per_batch": targets_ms,
         "num_workers": workers,
         "num_workers_config": cfg.train.loader.num_workers,
         "ms_per_sample": 1000 * steady / max(used, 1),
         "mb_per_sample_shipped": shipped / 1e6,
+        "mb_per_sample_shipped_targets_on_device": dev_mb,
         "ms_per_transform": {k: 1000 * v["seconds"] / max(v["count"], 1) for k, v in stats.items()},
         "n": n,
         "skipped": n - used,
@@ -134,8 +148,7 @@ def fill_image_cache(dataset) -> bool:
 
 
 def _loader_rate(loader, n: int, skip: int, column: str) -> float:
-    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (one per worker: workers start together,
-    so their first batches arrive at once and would count as free samples)."""
+    """Samples/s of ``loader`` over ``n`` samples after ``skip`` batches (the workers' first batches come at once)."""
     batches = _endless(loader)
     for _ in range(skip):
         next(batches)
@@ -205,10 +218,10 @@ def _median_seconds(fn: Callable[[], None], n: int, warmup: int, device) -> floa
         fn()
     times = []
     for _ in range(n):
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -232,12 +245,12 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
         if last_micro:
             trainer.optimizer_step()
         if step == warmup:
-            _sync(device)
+            synchronize(device)
             start = time.perf_counter()
         elif step > warmup:
             images += batch["image"].shape[0]
             wait += batches.wait  # seconds this step waited for its batch
-    _sync(device)
+    synchronize(device)
     elapsed = time.perf_counter() - start
     return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
             "data_wait_share": wait / max(elapsed, 1e-9), "steps": n, "batch_size": trainer.train_loader.batch_size,
@@ -256,16 +269,10 @@ BENCHES: dict[str, Callable[..., dict]] = {
 }
 
 
-def _sync(device) -> None:
-    synchronize(device)
-
-
 def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
     if isinstance(value, dict):
         return {k: _rounded(v) for k, v in value.items()}
-    return value
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def format_table(part: str, result: dict) -> str:

@@ -20,17 +20,12 @@ from textdet.data.targets import ShrinkBinaryMap
 from textdet.device import pick_device
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
-from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.evaluator import Evaluator
 from textdet.engine.feed import DeviceInput
 from textdet.errors import TextdetError
 from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
 
 POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
-
-
-def pick(name: str | None):
-    return pick_device(name)
 
 
 # ------------------------------------------------------------------------------------------------ postprocess
@@ -106,8 +101,7 @@ def _read_shapes(path: str) -> dict[str, tuple[float, float]]:
 
 def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
     """Probability maps like a trained DBNet's: eval GT shrunk (ShrinkBinaryMap), filled, faint noise, blurred."""
-    build.validate(cfg, ("eval",))
-    pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "eval"))  # only the geometry is needed
+    pipe, _ = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"])  # only the geometry is needed
     dataset = build.build_dataset(cfg, "eval", pipe)
     shrink = ShrinkBinaryMap(min_text_size=1, shrink_ratio=0.4)
     seed = cfg.system.seed
@@ -139,19 +133,12 @@ class _Limited:
 
 
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
-    """Images/s through the real Evaluator (forward, post-processing, metric) on the first ``n`` eval images.
-
-    ``ms_per_image`` per part; post-processing and metric overlap the next forward, so parts may exceed the total.
-    """
-    device = pick(args.device)
-    build.validate(cfg, ("eval",))
-    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), device.type != "cpu")
+    """Images/s through the real Evaluator on the first ``n`` eval images, ``ms_per_image`` per (overlapping) part."""
+    device = pick_device(args.device)
+    pipe, normalize = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"], device.type != "cpu")
     dataset = build.build_dataset(cfg, "eval", pipe)
     loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    if ckpt:
-        load_weights(model, ckpt, "--ckpt")
+    model, ckpt = build.load_model(cfg, args.ckpt, keys=())
     model.to(device).eval()
     amp = amp_settings(cfg.system.amp_level_infer, device.type)
     evaluator = Evaluator(_Limited(loader, warmup), build.build_postprocess_from_config(cfg),
@@ -170,14 +157,11 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s of the ``Detector`` API (decode, resize, normalise, forward, post-process) on eval images."""
-    device = pick(args.device)
+    device = pick_device(args.device)
     build.validate(cfg, ("eval",))
     ds = cfg.eval.dataset
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
-    ckpt = resolve_ckpt(cfg, args.ckpt) if args.ckpt else None
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    if ckpt:
-        load_weights(model, ckpt, "--ckpt")
+    model, ckpt = build.load_model(cfg, args.ckpt, keys=())
     amp = amp_settings(cfg.system.amp_level_infer, device.type)
     detector = Detector(TorchRunner(model, device, amp), preprocess_from_config(cfg),
                         build.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)

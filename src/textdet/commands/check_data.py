@@ -1,8 +1,5 @@
-"""``textdet check-data``: every problem in the train and eval sets, and what the model will be taught.
-
-Runs each sample through its real pipeline; ``--dump`` writes the first processed training samples as ``.npz`` plus
-a PNG with polygons and maps overlaid (MMOCR's browse_dataset, for DBNet targets).
-"""
+"""``textdet check-data``: every problem of the train and eval sets, each sample run through its real pipeline;
+``--dump`` writes the first training samples as ``.npz`` plus a PNG with polygons and maps overlaid."""
 
 from __future__ import annotations
 

@@ -12,15 +12,14 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from textdet import DEFAULT_EXPORT_HW
 from textdet.config import load_config
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
 from textdet.engine import build
-from textdet.engine.checkpoint import load_weights
 from textdet.errors import DataError, TextdetError
 from textdet.export import (
     BOX_TOLERANCE_PX,
-    DEFAULT_EXPORT_HW,
     INPUT_NAME,
     MAX_ABS_DIFF,
     OUTPUT_NAME,
@@ -28,7 +27,7 @@ from textdet.export import (
     export_onnx,
     synthetic_image,
 )
-from textdet.predict import Detector, Preprocess, find_checkpoint, find_images, preprocess_from_config, read_image
+from textdet.predict import PREDICT_CKPT_KEYS, Detector, Preprocess, find_images, preprocess_from_config, read_image
 
 logger = logging.getLogger("textdet")
 DRAW_COLOR_BGR = (0, 255, 0)
@@ -56,9 +55,6 @@ def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
         for path, r in results.items():
             f.write(f"{os.path.basename(path)}\t{json.dumps([plain_points(p) for p in r['polys']])}\n")
     return json_path, txt_path
-
-
-# ----------------------------------------------------------------------------- command
 
 
 def build_detector(args: argparse.Namespace) -> Detector:
@@ -123,11 +119,8 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
     cfg = load_config(args.config, args.opt)
-    path, what = find_checkpoint(cfg, args.ckpt)
-    postprocess = build.build_postprocess_from_config(cfg)
-    preprocess = preprocess_from_config(cfg)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    load_weights(model, path, what)
+    model, _ = build.load_model(cfg, args.ckpt, PREDICT_CKPT_KEYS)
+    postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
     model.eval()
     default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
     h, w = args.height or default[0], args.width or default[1]

@@ -1,9 +1,7 @@
 """``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` + ``DIR/<name>.yaml``.
-
 Layers are matched by order (the ONNX graph has no module names): the convs, BatchNorms and affines met walking the
 graph must be those a textdet forward runs, same order and shapes, or the import names the first that differs. Folded
-BatchNorms and the missing threshold branch are filled in (docs/DESIGN_NOTES.md).
-"""
+BatchNorms and the missing threshold branch are filled in (docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
@@ -103,8 +101,7 @@ def _execution_order(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict[str, torch.Tensor]:
-    """Assign ``layers`` to ``model``'s modules in execution order; returns the new state_dict. TextdetError names
-    the first layer whose kind or shapes differ, or a count mismatch."""
+    """Assign ``layers`` to ``model``'s modules in execution order -> state_dict; a mismatch names the first layer."""
     state, pos, folded_bias = model.state_dict(), 0, None
     for name, module in _execution_order(model):
         kind, layer = _KINDS[type(module)], layers[pos] if pos < len(layers) else None

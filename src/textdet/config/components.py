@@ -1,9 +1,5 @@
-"""Build a component from its spec (``name`` + keyword arguments), checked against the class it names.
-
-The constructor signature is the schema of a component section (backbone, neck, head, loss, postprocess,
-metric, transforms): unknown keys get the closest valid name, wrong types are rejected with the key path
-before anything is built. Every ``build_*`` goes through here, so all report errors alike.
-"""
+"""Build a component from its spec (``name`` + keyword arguments): the constructor signature is the schema, so
+unknown keys get the closest valid name and wrong types are rejected before anything is built, alike everywhere."""
 
 from __future__ import annotations
 
@@ -43,10 +39,7 @@ def lookup(table: Mapping[str, Any], name: Any, where: str, kind: str) -> Any:
 
 
 def check_kwargs(fn: Callable, kwargs: Mapping[str, Any], where: str, injected: tuple[str, ...] = ()) -> None:
-    """Raise ConfigError for keyword arguments ``fn`` does not take or whose type clashes with its signature.
-
-    ``injected`` names arguments the caller supplies itself (a neck's ``in_channels``): setting them is an error.
-    """
+    """ConfigError for keyword arguments ``fn`` does not take or mistypes, or ``injected`` ones (set by the caller)."""
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
@@ -104,7 +97,7 @@ def _matches(value: Any, expected: tuple[type, ...]) -> bool:
     return isinstance(value, expected)
 
 
-def component_repr(obj: Any) -> str:
-    """``Name(param=value, ...)`` over the ``__init__`` parameters that ``obj`` keeps as attributes."""
-    params = [p for p in inspect.signature(type(obj)).parameters if hasattr(obj, p)]
-    return f"{type(obj).__name__}({', '.join(f'{p}={getattr(obj, p)!r}' for p in params)})"
+def component_repr(obj: Any, **shown: Any) -> str:
+    """``Name(param=value, ...)`` over the ``__init__`` parameters ``obj`` keeps; ``shown`` replaces values."""
+    fields = {p: getattr(obj, p) for p in inspect.signature(type(obj)).parameters if hasattr(obj, p)}
+    return f"{type(obj).__name__}({', '.join(f'{k}={v!r}' for k, v in {**fields, **shown}.items())})"

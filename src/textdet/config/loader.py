@@ -1,7 +1,4 @@
-"""Load MindOCR det YAML (anchors and aliases included) into the typed ``Config``.
-
-Errors name the key path, the YAML line and the closest valid key: a typo should cost seconds, not a run.
-"""
+"""Load MindOCR det YAML (anchors, aliases) into the typed ``Config``; errors name key, YAML line, closest key."""
 
 from __future__ import annotations
 
@@ -46,18 +43,15 @@ class ConfigMeta:
 def _line_map(node: yaml.Node, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
     """Map each dotted key path in a composed YAML tree to its 1-based line number."""
     out = {} if out is None else out
+    children = []  # (key, the node whose line the key gets, the value node)
     if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.value == "<<":
-                continue
-            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            out.setdefault(path, key_node.start_mark.line + 1)
-            _line_map(value_node, path, out)
+        children = [(k.value, k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value != "<<"]
     elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            path = f"{prefix}.{i}"
-            out.setdefault(path, item.start_mark.line + 1)
-            _line_map(item, path, out)
+        children = [(i, item, item) for i, item in enumerate(node.value)]
+    for key, key_node, value_node in children:
+        path = f"{prefix}.{key}" if prefix else str(key)
+        out.setdefault(path, key_node.start_mark.line + 1)
+        _line_map(value_node, path, out)
     return out
 
 
@@ -77,8 +71,7 @@ def read_yaml(path: str) -> tuple[dict, dict[str, int]]:
         where = f"{path}:{mark.line + 1}" if mark is not None else path
         context = f"{e.context}: " if getattr(e, "context", None) else ""
         raise ConfigError(f"{where}: not valid YAML: {context}{getattr(e, 'problem', e)}") from None
-    if data is None:
-        data = {}
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
     return data, (_line_map(node) if node is not None else {})
@@ -130,9 +123,7 @@ def _ignored_reason(path: str) -> str | None:
 
 
 def _type_name(tp: Any) -> str:
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp).replace("typing.", ""))
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp).replace("typing.", ""))
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -147,38 +138,19 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 continue
         names = " or ".join(_type_name(o) for o in options)
         raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__})")
-    if tp is Any:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is Any or (tp in (bool, str) and isinstance(value, tp)) or (tp is type(None) and value is None):
         return value
-    if tp is type(None):
-        if value is None:
-            return None
-        raise ConfigError(f"{where}: expected null, got {value!r}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if tp is int and number and (isinstance(value, int) or value.is_integer()):
+        return int(value)
+    if tp is float and (number or isinstance(value, str)):  # PyYAML reads 1e-6 (no dot) as a string
+        with contextlib.suppress(ValueError):
             return float(value)
-        if isinstance(value, str):  # PyYAML reads 1e-6 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif tp in (list, dict) or origin in (list, dict):
+    if tp in (list, dict) or origin in (list, dict):
         base = origin or tp
-        if isinstance(value, base):
-            return value
-        if base is dict and value is None:
-            return {}
-    else:
+        if isinstance(value, base) or (base is dict and value is None):
+            return value if value is not None else {}
+    elif tp not in (bool, int, float, str, type(None)):
         raise AssertionError(f"unsupported schema type {tp}")
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
@@ -198,8 +170,7 @@ class _Builder:
         self.meta = meta
 
     def build(self, cls: type, data: Any, prefix: str) -> Any:
-        if data is None:
-            data = {}
+        data = {} if data is None else data
         if not isinstance(data, dict):
             raise ConfigError(f"{self.meta.where(prefix)}: '{prefix}' must be a mapping, got {data!r}")
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -255,6 +226,11 @@ _CHOICES = {
     "train.dataset.cache_images": (True, False, "auto"),
     "eval.dataset.cache_images": (True, False, "auto"),
 }
+_AT_LEAST = {
+    **dict.fromkeys(("train.loader.batch_size", "eval.loader.batch_size", "train.gradient_accumulation_steps",
+                     "scheduler.num_epochs", "system.log_interval", "system.val_interval"), 1),
+    **dict.fromkeys(("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep"), 0),
+}
 
 
 def _check_values(cfg: Config, meta: ConfigMeta) -> None:
@@ -263,11 +239,9 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
         value = get_key(cfg, path)
         if value not in choices:
             raise ConfigError(f"{meta.where(path)}: '{path}' must be one of {list(choices)}, got {value!r}")
-    positive = ("train.loader.batch_size", "eval.loader.batch_size", "train.gradient_accumulation_steps",
-                "scheduler.num_epochs", "system.log_interval", "system.val_interval")
-    for path in positive:
-        if get_key(cfg, path) < 1:
-            raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 1, got {get_key(cfg, path)}")
+    for path, least in _AT_LEAST.items():
+        if get_key(cfg, path) < least:
+            raise ConfigError(f"{meta.where(path)}: '{path}' must be >= {least}, got {get_key(cfg, path)}")
     if log_level(cfg.system.log_level) is None:
         raise ConfigError(f"{meta.where('system.log_level')}: 'system.log_level' must be a logging level such as "
                           f"logging.INFO or WARNING, got {cfg.system.log_level!r}")
@@ -275,9 +249,6 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
     if interval not in ("auto", "off", False) and (type(interval) is not int or interval < 0):
         raise ConfigError(f"{meta.where('train.ckpt_interval_steps')}: 'train.ckpt_interval_steps' must be a step "
                           f"count >= 0, 'auto' (every 10 minutes) or 'off', got {interval!r}")
-    for path in ("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep"):
-        if get_key(cfg, path) < 0:
-            raise ConfigError(f"{meta.where(path)}: '{path}' must be >= 0, got {get_key(cfg, path)}")
 
 
 def log_level(value: str) -> int | None:

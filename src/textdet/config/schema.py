@@ -1,8 +1,4 @@
-"""MindOCR's det YAML schema as typed dataclasses, with MindOCR's names and code defaults (files load unchanged).
-
-Keys meaningless in PyTorch are in ``IGNORED_KEYS`` with the reason we print. Component sections stay plain
-dicts: their keys are the constructor arguments of the class they name.
-"""
+"""MindOCR's det YAML schema as typed dataclasses (its names, defaults and ``IGNORED_KEYS`` with reasons)."""
 
 from __future__ import annotations
 
@@ -122,6 +118,7 @@ class TrainConfig:
     ema: bool = False
     ema_decay: float = 0.9999
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
+    targets_on_device: bool | str = "auto"  # textdet: DB maps built per batch on the device; auto = on cuda/npu/xpu
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)

@@ -1,7 +1,4 @@
-"""Decoded images kept in one shared-memory block, so JPEG decoding happens once per image, not once per epoch.
-
-The map is made before the loader forks, so all workers share it: whoever decodes an image first stores it.
-"""
+"""Decoded images in one shared-memory block made before the loader forks: each JPEG is decoded once, not per epoch."""
 
 from __future__ import annotations
 
@@ -124,8 +121,7 @@ def cacheable(decode: object) -> bool:
 
 
 def plan_cache(mode: bool | str, paths: Sequence[str], key: str) -> ImageCache | None:
-    """An ImageCache when ``mode`` is True, or "auto" and the decoded set fits in a quarter of the free
-    memory this process may use (divided among torchrun's local processes)."""
+    """An ImageCache when ``mode`` is True, or "auto" and the images fit in a quarter of this process's free memory."""
     if mode is False or mode == "false":
         return None
     sizes = image_sizes(paths)

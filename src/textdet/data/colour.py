@@ -7,11 +7,11 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import component_repr, require_uint8_hwc, sorted_pair
+from textdet.checks import require_uint8_hwc, sorted_pair
+from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 
 
-# ----------------------------------------------------------------------------- photometric
 def _factor_range(value: Any, name: str) -> tuple[float, float]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value < 0:
@@ -57,12 +57,8 @@ def saturation_matrix(s: float) -> np.ndarray:
 
 
 class RandomColorAdjust:
-    """Random brightness, contrast, saturation and hue, like MindSpore's RandomColorAdjust.
-
-    A number v gives factors ~ U[max(0, 1 - v), 1 + v], a pair U[min, max]; hue shifts by a fraction in [-0.5, 0.5]
-    of a turn. Defaults are MindOCR's; ops run in order (brightness, contrast, saturation, hue) on uint8 with lookup
-    tables and cv2. The image is assumed RGB (MindOCR's DBNet configs; on BGR gray weights and hue direction differ).
-    """
+    """Random brightness, contrast, saturation and hue of an RGB image, like MindSpore's RandomColorAdjust: a number v
+    gives factors ~ U[max(0, 1 - v), 1 + v], a pair U[min, max]; hue shifts by a fraction of a turn in [-0.5, 0.5]."""
 
     def __init__(self, brightness: float | tuple = 32.0 / 255, contrast: float | tuple = (1.0, 1.0),
                  saturation: float | tuple = 0.5, hue: float | tuple = (0.0, 0.0)) -> None:
@@ -73,8 +69,7 @@ class RandomColorAdjust:
 
     @property
     def is_pixelwise(self) -> bool:
-        """True when the output pixel depends only on the input pixel (contrast, which uses the
-        image mean, is off), so the op commutes with geometric warps and crops."""
+        """Whether each output pixel depends on its input pixel only (contrast off): commutes with warps and crops."""
         return self.contrast == (1.0, 1.0)
 
     def draw(self, rng: np.random.Generator) -> tuple[float, float, float, float]:
@@ -83,11 +78,7 @@ class RandomColorAdjust:
 
     def apply(self, image: np.ndarray, factors: tuple[float, float, float, float],
               out: np.ndarray | None = None) -> np.ndarray:
-        """Return a colour-adjusted uint8 (H, W, 3) image for drawn ``factors``.
-
-        ``out``: an array of the image's shape and dtype to write into (may be ``image``, in place); by default a new
-        array. Saturation in [0, 2] is one ``cv2.transform``, within 1 level of the reference (docs/DESIGN_NOTES.md).
-        """
+        """The uint8 (H, W, 3) image adjusted by drawn ``factors``, into ``out`` (may be ``image``) or a new array."""
         require_uint8_hwc(image, "RandomColorAdjust")
         if out is not None and (out.shape != image.shape or out.dtype != np.uint8):
             raise ValueError(f"out must be uint8 {image.shape}, got {out.dtype} {out.shape}")
@@ -118,9 +109,7 @@ class RandomColorAdjust:
         sample["image"] = self.apply(sample["image"], self.draw(rng))
         return sample
 
-    def __repr__(self) -> str:
-        return component_repr(self, brightness=self.brightness, contrast=self.contrast, saturation=self.saturation,
-                              hue=self.hue)
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {"RandomColorAdjust": RandomColorAdjust}

@@ -1,8 +1,5 @@
-"""DetDataset, its sampler and collate function, and the loader builder.
-
-Randomness is drawn per sample from ``(seed, epoch, index)``: reproducible whatever the number of workers, and
-persistent workers need no epoch hand-off (the sampler passes the epoch with each index).
-"""
+"""DetDataset, its sampler, collate and the loader builder. A sample's randomness comes from ``(seed, epoch, index)``:
+reproducible whatever the number of workers, and persistent workers need no epoch hand-off."""
 
 from __future__ import annotations
 
@@ -30,12 +27,7 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
 class DetDataset(Dataset):
-    """Image + polygon records from MindOCR/PaddleOCR label files, run through ``transform(sample, rng)``.
-
-    ``data_dir``/``label_file`` are relative to ``dataset_root``; ``output_columns``: keys returned, in order;
-    ``sample_ratio``: subsample/repeat; ``seed``: base of every sample's random stream; ``config_prefix``: names
-    keys in errors; ``cache_images``: True/False/"auto" shared-memory decoded images (``data.cache``).
-    """
+    """Label-file records run through ``transform(sample, rng)``; ``cache_images``: True/False/"auto" (data.cache)."""
 
     def __init__(
         self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
@@ -74,11 +66,8 @@ class DetDataset(Dataset):
     def load(self, index: int, rng: np.random.Generator) -> dict:
         """Run one record through the pipeline; raises SampleError when it cannot be used."""
         r = self.records[index]
-        sample = {
-            "img_path": os.path.join(self.image_dir, r.rel_path), "label": r.annotations, "label_file": r.label_file,
-            "line_no": r.line_no,
-        }
-        sample = self.transform(sample, rng)
+        sample = self.transform({"img_path": os.path.join(self.image_dir, r.rel_path), "label": r.annotations,
+                                 "label_file": r.label_file, "line_no": r.line_no}, rng)
         missing = [c for c in self.output_columns if c not in sample]
         if missing:
             raise SampleError(f"the pipeline produced no {missing} (output_columns); add the transform that makes it")
@@ -105,10 +94,7 @@ class DetDataset(Dataset):
 
 
 class EpochSampler(Sampler):
-    """Yields ``(epoch, index)`` keys: shuffled per epoch from the seed, sharded over ranks.
-
-    ``pad=True`` (training) wraps so every rank takes the same steps; evaluation does not pad (no image twice).
-    """
+    """``(epoch, index)`` keys, shuffled per epoch from the seed, sharded over ranks (``pad``: equal steps per rank)."""
 
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
         self.n, self.shuffle, self.seed = n, shuffle, seed
@@ -124,10 +110,8 @@ class EpochSampler(Sampler):
         return self.per_rank - self.skip
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        if self.shuffle:
-            order = np.random.default_rng([self.seed, self.epoch, 7919]).permutation(self.n)
-        else:
-            order = np.arange(self.n)
+        rng = np.random.default_rng([self.seed, self.epoch, 7919])
+        order = rng.permutation(self.n) if self.shuffle else np.arange(self.n)
         total = math.ceil(self.n / self.world_size) * self.world_size if self.pad else self.n
         if total > self.n:  # pad by wrapping so every rank gets the same number of samples
             order = np.concatenate([order, order[: total - self.n]])
@@ -142,9 +126,8 @@ def collate(samples: list[dict]) -> dict[str, Any]:
         values = [s[key] for s in samples]
         if key == "_skipped":
             batch[key] = int(sum(values))
-        elif key in RAGGED_KEYS:
-            batch[key] = values
-        elif all(isinstance(v, np.ndarray) for v in values) and len({v.shape for v in values}) == 1:
+        elif (key not in RAGGED_KEYS and all(isinstance(v, np.ndarray) for v in values)
+              and len({v.shape for v in values}) == 1):
             batch[key] = torch.from_numpy(np.stack(values))
         else:
             batch[key] = values
@@ -159,19 +142,13 @@ def build_loader(
     """A DataLoader over ``dataset`` with per-sample seeding and rank sharding."""
     sampler = EpochSampler(len(dataset), shuffle, seed, rank, world_size, pad=pad_shards)
     if drop_remainder and len(sampler) < batch_size:
-        raise DataError(
-            f"the data set has {len(dataset)} samples ({len(sampler)} per process) but batch_size is {batch_size} "
-            "with drop_remainder: True, so an epoch would have no step; lower the batch size"
-        )
+        raise DataError(f"the data set has {len(dataset)} samples ({len(sampler)} per process) but batch_size is "
+                        f"{batch_size} with drop_remainder: True, so an epoch would have no step; lower the batch size")
     kwargs: dict[str, Any] = {}
     if num_workers > 0:
-        # Workers are forked. A forked child that touches OpenCV's thread pool (created when this
-        # process ran cv2 before, e.g. generating the synthetic data) deadlocks, so OpenCV runs
-        # single-threaded from here on: the workers are the parallelism. (torch already sets one
-        # intra-op thread per worker.)
+        # A forked worker touching OpenCV's thread pool (made when this process ran cv2 before) deadlocks: OpenCV
+        # runs single-threaded from here on, the workers are the parallelism.
         cv2.setNumThreads(0)
         kwargs = dict(prefetch_factor=prefetch_factor, persistent_workers=persistent_workers)
-    return DataLoader(
-        dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_remainder, num_workers=num_workers,
-        collate_fn=collate, pin_memory=pin_memory, **kwargs,
-    )
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_remainder,
+                      num_workers=num_workers, collate_fn=collate, pin_memory=pin_memory, **kwargs)

@@ -1,8 +1,5 @@
-"""Decoding and labels: ``DecodeImage`` and ``DetLabelEncode``, MindOCR's names and keyword parameters.
-
-Every transform is ``t(sample: dict, rng: np.random.Generator) -> dict`` (keys: docs/ARCHITECTURE.md), random only
-through ``rng``; polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (see ``geometric.py``).
-"""
+"""Decoding and labels: ``DecodeImage`` and ``DetLabelEncode`` (MindOCR's names and parameters). Every transform is
+``t(sample: dict, rng: np.random.Generator) -> dict``, random only through ``rng`` (keys: docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import component_repr
+from textdet.config.components import component_repr
 from textdet.errors import SampleError
 from textdet.geometry import polygon_area, polygon_areas
 
@@ -22,13 +19,8 @@ Sample = dict[str, Any]
 IGNORE_TEXTS = ("###", "*")
 
 
-# ----------------------------------------------------------------------------- decoding and labels
 class DecodeImage:
-    """Read ``sample["img_path"]`` and decode it (cv2), like MindOCR's DecodeImage.
-
-    ``np.fromfile`` + ``cv2.imdecode`` so non-ASCII paths work; a bad file raises ``SampleError`` naming it (the
-    dataset skips it). Sets ``image``, ``raw_img_shape`` (h, w) and, with keep_ori, ``image_ori``.
-    """
+    """Decode ``sample["img_path"]`` (non-ASCII paths work) into ``image`` and ``raw_img_shape``, like MindOCR's."""
 
     def __init__(self, img_mode: str = "BGR", channel_first: bool = False, to_float32: bool = False,
                  ignore_orientation: bool = False, keep_ori: bool = False) -> None:
@@ -39,13 +31,10 @@ class DecodeImage:
         self.to_float32 = bool(to_float32)
         self.ignore_orientation = bool(ignore_orientation)
         self.keep_ori = bool(keep_ori)
-        self._flag = cv2.IMREAD_COLOR | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
-        # OpenCV >= 4.10 decodes straight to RGB (libjpeg/libpng write RGB): bit-identical to
-        # BGR + cvtColor, one full-frame pass less.
-        self._rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)
-        self._decode_rgb = img_mode == "RGB" and self._rgb_flag is not None
-        if self._decode_rgb:
-            self._flag = self._rgb_flag | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
+        # OpenCV >= 4.10 decodes straight to RGB: bit-identical to BGR + cvtColor, one full-frame pass less.
+        self._decode_rgb = img_mode == "RGB" and hasattr(cv2, "IMREAD_COLOR_RGB")
+        colour = cv2.IMREAD_COLOR_RGB if self._decode_rgb else cv2.IMREAD_COLOR
+        self._flag = colour | (cv2.IMREAD_IGNORE_ORIENTATION if ignore_orientation else 0)
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         path = sample["img_path"]
@@ -68,10 +57,7 @@ class DecodeImage:
             sample["image_ori"] = img.copy()
         return sample
 
-    def __repr__(self) -> str:
-        return component_repr(self, img_mode=self.img_mode, channel_first=self.channel_first,
-                              to_float32=self.to_float32, ignore_orientation=self.ignore_orientation,
-                              keep_ori=self.keep_ori)
+    __repr__ = component_repr
 
 
 def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
@@ -94,15 +80,8 @@ def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
 
 
 class DetLabelEncode:
-    """Parse the JSON annotation into ``polys``, ``texts`` and ``ignore_tags``.
-
-    ``sample["label"]``: JSON text or a parsed list of ``{"transcription": str, "points": [[x, y], ...]}``;
-    ``###`` and ``*`` are don't-care. Bad polygons are dropped with a warning, malformed JSON raises ``SampleError``
-    naming file and line (differences from MindOCR: docs/DESIGN_NOTES.md).
-    """
-
-    def __init__(self) -> None:
-        pass
+    """``sample["label"]`` (JSON text or list of ``{"transcription", "points"}``) -> ``polys``, ``texts``,
+    ``ignore_tags`` (``###``/``*``). Bad polygons are dropped with a warning, bad JSON raises ``SampleError``."""
 
     @staticmethod
     def _where(sample: Sample) -> str:
@@ -122,9 +101,7 @@ class DetLabelEncode:
 
     @staticmethod
     def _parse_all(entries: list) -> list[np.ndarray] | None:
-        """Vectorised parse for the common case: every polygon has the same vertex count (quads) and
-        all are valid. Returns the float32 polygons, or None to fall back to the per-entry path
-        (which also issues the warnings). Same values as ``_parse_polygon`` entry by entry."""
+        """All polygons as float32 in one numpy pass when they share a vertex count and are valid, else None."""
         try:
             arr = np.array([e["points"] for e in entries], dtype=np.float64)
         except (TypeError, ValueError):  # ragged, or not numbers
@@ -145,26 +122,20 @@ class DetLabelEncode:
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         entries = self._entries(sample)
-        fast = self._parse_all(entries) if entries else None
-        if fast is not None:
-            texts = [str(e.get("transcription", "")) for e in entries]
-            sample["polys"] = fast
-            sample["texts"] = texts
-            sample["ignore_tags"] = np.array([t in IGNORE_TEXTS for t in texts], dtype=bool)
-            return self._warn_outside(sample)
-        polys, texts, tags = [], [], []
-        for i, entry in enumerate(entries):
-            text = str(entry.get("transcription", ""))
-            poly, reason = _parse_polygon(entry["points"])
-            if poly is None:
-                warnings.warn(f"{self._where(sample)}: polygon {i} ({text!r}) dropped: {reason}", stacklevel=2)
-                continue
-            polys.append(poly)
-            texts.append(text)
-            tags.append(text in IGNORE_TEXTS)
-        sample["polys"] = polys
-        sample["texts"] = texts
-        sample["ignore_tags"] = np.array(tags, dtype=bool)
+        texts = [str(e.get("transcription", "")) for e in entries]
+        polys = self._parse_all(entries) if entries else []
+        if polys is None:  # the per-entry path: drops bad polygons with a warning
+            polys, kept = [], []
+            for i, (entry, text) in enumerate(zip(entries, texts, strict=True)):
+                poly, reason = _parse_polygon(entry["points"])
+                if poly is None:
+                    warnings.warn(f"{self._where(sample)}: polygon {i} ({text!r}) dropped: {reason}", stacklevel=2)
+                    continue
+                polys.append(poly)
+                kept.append(text)
+            texts = kept
+        sample["polys"], sample["texts"] = polys, texts
+        sample["ignore_tags"] = np.array([t in IGNORE_TEXTS for t in texts], dtype=bool)
         return self._warn_outside(sample)
 
     def _warn_outside(self, sample: Sample) -> Sample:
@@ -176,8 +147,7 @@ class DetLabelEncode:
                               stacklevel=2)
         return sample
 
-    def __repr__(self) -> str:
-        return "DetLabelEncode()"
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {"DecodeImage": DecodeImage, "DetLabelEncode": DetLabelEncode}

@@ -1,9 +1,6 @@
 """Labels from annotation tools -> MindOCR/PaddleOCR label files, and any of them -> labelme JSON for review.
-
-``FORMATS``: name -> reader returning ``[(image name, [{"transcription", "points"}])]``, counts in a
-:class:`Summary`. Every "ignore" notion becomes ``###``; broken input is a DataError naming file and entry.
-Only the standard library at import time: the CLI lists these formats in ``textdet --help``.
-"""
+``FORMATS``: name -> reader of ``[(image name, [{"transcription", "points"}])]``; every "ignore" becomes ``###``.
+Standard library only at import time: ``textdet --help`` lists these formats."""
 
 from __future__ import annotations
 
@@ -93,7 +90,6 @@ def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, su
     return True
 
 
-# ----------------------------------------------------------------------------- readers
 def read_labelme(src: str, summary: Summary, image_dir: str | None = None) -> list[Record]:
     """a folder of labelme JSON files (polygon/rectangle shapes, label = transcription)"""
     files = sorted(os.path.join(d, n) for d, _, names in os.walk(src) for n in names if n.endswith(".json"))
@@ -149,8 +145,7 @@ def read_cocotext(src: str, summary: Summary, split: str | None = None) -> list[
 
 
 def _ls_image_name(data: dict, where: str) -> str:
-    """The image file name of a Label Studio task: ``?d=`` path of local files, else the URL's last part
-    (without the 8-hex-digit prefix that Label Studio gives uploaded files)."""
+    """A Label Studio task's image name: the ``?d=`` path, else the URL's last part without the upload prefix."""
     value = data.get("ocr") or data.get("image") or next((v for v in data.values() if isinstance(v, str)), None)
     if not isinstance(value, str):
         raise DataError(f"{where}: no image URL in 'data' (expected data.ocr or data.image)")
@@ -251,7 +246,6 @@ FORMATS: dict[str, Callable[..., list[Record]]] = {
 }
 
 
-# ----------------------------------------------------------------------------- writers
 def write_labelme(records: list[Record], out_dir: str, image_dir: str) -> None:
     """``out_dir/<name without extension>.json`` per image: one polygon shape per annotation (label = transcription,
     description = score if any); imagePath relative to that file and the image's size, as labelme wants."""
@@ -288,10 +282,7 @@ def write_label_file(records: list[Record], out: str) -> None:
 
 def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
                    **options: Any) -> Summary:
-    """Read ``src`` in format ``fmt`` (a key of FORMATS), write a label file or (``to="labelme"``) labelme files.
-
-    ``image_dir``: the folder image names are relative to (labelme input: default the input folder; labelme output:
-    where the images are read for their size, default "."). ``options``: the reader's own (cocotext ``split``)."""
+    """Read ``src`` in format ``fmt`` (a FORMATS key); write a label file or, ``to="labelme"``, labelme files."""
     summary = Summary()
     records = FORMATS[fmt](src, summary, **({"image_dir": image_dir} if fmt == "labelme" else {}), **options)
     summary.images = len(records)

@@ -1,10 +1,6 @@
-"""MindOCR's geometric training transforms (flip, rotate, scale, crop, validate) and their affine machinery;
-each is ``t(sample: dict, rng: np.random.Generator) -> dict`` as in ``decode.py``.
-
-Polygons are (P, 2) float32 (x, y) in pixel-centre coordinates (pixel (i, j) centred at x = j, y = i), so each
-transform is one affine map applied alike to pixels and polygons; ``plan()`` returns it for ``pipeline.FusedGeometry``
-(details and the MindOCR difference: docs/DESIGN_NOTES.md).
-"""
+"""MindOCR's geometric training transforms (flip, rotate, scale, crop, validate): each is one affine map on
+pixel-centre coordinates, applied alike to pixels and polygons; ``plan()`` returns it for ``pipeline.FusedGeometry``
+(coordinates and the MindOCR difference: docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +11,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import check_pair, check_prob, component_repr, sorted_pair
+from textdet.checks import check_pair, check_prob, sorted_pair
+from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 from textdet.data.resize import pad_bottom_right
 from textdet.geometry import map_polys, polygon_area, polygon_areas
@@ -49,14 +46,18 @@ def _update_polys(sample: Sample, step: AffineStep) -> None:
         sample["polys"] = apply_step_to_polys(list(sample["polys"]), step)
 
 
+def _apply(t: Any, sample: Sample, rng: np.random.Generator, warp: Any) -> Sample:
+    """Draw ``t.plan`` for the sample, then move the image (``warp(image, step)``) and the polygons alike."""
+    step = t.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
+    if step is not None:
+        sample["image"] = warp(sample["image"], step)
+        _update_polys(sample, step)
+    return sample
+
+
 # ----------------------------------------------------------------------------- geometric (training)
 class RandomHorizontalFlip:
-    """Mirror the image left-right with probability ``p``; polygons follow.
-
-    In pixel-centre coordinates column j goes to W - 1 - j, so x' = W - 1 - x (as MindOCR): a
-    polygon filled with cv2.fillPoly then flipped covers exactly the pixels of the flipped polygon.
-    Vertex order is reversed so clockwise polygons stay clockwise.
-    """
+    """Mirror left-right with probability ``p`` (x' = W - 1 - x, as MindOCR), vertex order reversed (clockwise)."""
 
     def __init__(self, p: float = 0.5) -> None:
         self.p = check_prob(p)
@@ -69,24 +70,14 @@ class RandomHorizontalFlip:
         return AffineStep(np.array([[-1.0, 0, w - 1], [0, 1, 0], [0, 0, 1]]), (h, w), flip=True)
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            sample["image"] = cv2.flip(sample["image"], 1)
-            _update_polys(sample, step)
-        return sample
+        return _apply(self, sample, rng, lambda image, step: cv2.flip(image, 1))
 
-    def __repr__(self) -> str:
-        return component_repr(self, p=self.p)
+    __repr__ = component_repr
 
 
 class RandomRotate:
-    """Rotate by an angle ~ U[degrees[0], degrees[1]] about (w // 2, h // 2) with probability ``p``.
-
-    Fix of a MindOCR bug: the angle is a *float* drawn uniformly from the closed range; MindOCR
-    uses ``randint`` and so only ever rotates by whole degrees. With ``expand_canvas`` the canvas
-    grows to hold the whole rotated image (MindOCR's formula); without it the size stays and the
-    corners are cut (ValidatePolygons deals with polygons pushed out). Uncovered pixels are 0.
-    """
+    """Rotate by a float angle ~ U[degrees] (MindOCR: whole degrees only) about (w // 2, h // 2) with probability
+    ``p``; ``expand_canvas`` grows the canvas to hold the whole image (MindOCR's formula), else corners are cut."""
 
     def __init__(self, degrees: tuple[float, float] = (-10, 10), expand_canvas: bool = True, p: float = 1.0) -> None:
         self.degrees = sorted_pair(degrees, "degrees")
@@ -109,25 +100,14 @@ class RandomRotate:
         return AffineStep(np.vstack([mat, [0.0, 0.0, 1.0]]), (h, w))
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            h, w = step.size
-            sample["image"] = cv2.warpAffine(sample["image"], step.matrix[:2], (w, h), flags=cv2.INTER_LINEAR,
-                                             borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-            _update_polys(sample, step)
-        return sample
+        return _apply(self, sample, rng, lambda image, step: cv2.warpAffine(
+            image, step.matrix[:2], step.size[::-1], flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT))
 
-    def __repr__(self) -> str:
-        return component_repr(self, degrees=self.degrees, expand_canvas=self.expand_canvas, p=self.p)
+    __repr__ = component_repr
 
 
 class RandomScale:
-    """Resize by s ~ U[scale_range] with probability ``p``, as MindOCR.
-
-    With ``size_limits`` (min_side, max_side) the range is narrowed so both sides stay within the
-    limits (when impossible, the max limit wins). The output size is round(side * s) and polygons
-    use the exact per-axis factor round(side * s) / side with the pixel-centre map of cv2.resize.
-    """
+    """Resize by s ~ U[scale_range] with probability ``p`` (MindOCR); ``size_limits`` bounds both sides."""
 
     def __init__(self, scale_range: tuple[float, float] = (1.0, 1.0), size_limits: tuple[int, int] | None = None,
                  p: float = 0.5) -> None:
@@ -155,15 +135,9 @@ class RandomScale:
         return AffineStep(_scale_matrix(ow / w, oh / h), (oh, ow))
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        if step is not None:
-            h, w = step.size
-            sample["image"] = cv2.resize(sample["image"], (w, h), interpolation=cv2.INTER_LINEAR)
-            _update_polys(sample, step)
-        return sample
+        return _apply(self, sample, rng, lambda image, step: cv2.resize(image, step.size[::-1]))
 
-    def __repr__(self) -> str:
-        return component_repr(self, scale_range=self.scale_range, size_limits=self.size_limits, p=self.p)
+    __repr__ = component_repr
 
 
 def _poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -174,12 +148,8 @@ def _poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
-    """Mark the indices 0..n-1 covered by any closed interval [round(lo_k), round(hi_k)].
-
-    A difference array makes this O(n + K) with no Python loop. Intervals are clipped to the
-    image, so a polygon entirely outside it marks nothing (MindOCR would mark index 0).
-    ``lo``, ``hi``: (K,) interval ends in pixels; returns an (n,) bool array.
-    """
+    """(n,) bool: the indices 0..n-1 covered by any interval [round(lo_k), round(hi_k)] (``lo``, ``hi``: (K,)),
+    by a difference array; an interval outside 0..n-1 marks nothing (MindOCR would mark index 0)."""
     a = np.clip(np.round(lo), 0, n).astype(np.int64)
     b = np.clip(np.round(hi) + 1, 0, n).astype(np.int64)
     keep = a < b
@@ -190,13 +160,7 @@ def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
 
 
 class RandomCropWithBBox:
-    """MindOCR's text-preserving random crop, then keep-ratio resize and zero-pad to ``crop_size``.
-
-    With probability ``p``, crop edges are drawn among rows/columns no non-ignored polygon covers; a crop needs both
-    sides >= ceil(side * min_crop_ratio) and one such polygon's bbox inside, within ``max_tries``, else the whole
-    image is used. The region is scaled by min(crop_size / region_size), zero-padded bottom/right to ``crop_size``;
-    ``actual_size`` (h, w) is the un-padded area. Occupancy marking is vectorised (MindOCR loops in Python).
-    """
+    """MindOCR's text-preserving random crop, keep-ratio resized and zero-padded to ``crop_size`` (``actual_size``)."""
 
     def __init__(self, max_tries: int = 10, min_crop_ratio: float = 0.1, crop_size: tuple[int, int] = (640, 640),
                  p: float = 0.5) -> None:
@@ -246,18 +210,13 @@ class RandomCropWithBBox:
         return AffineStep(matrix, (oh, ow), pad_to=self.crop_size, src_box=(y0, y1, x0, x1))
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        step = self.plan(sample["image"].shape[:2], sample.get("polys", []), sample.get("ignore_tags"), rng)
-        y0, y1, x0, x1 = step.src_box
-        oh, ow = step.size
-        region = cv2.resize(sample["image"][y0:y1, x0:x1], (ow, oh), interpolation=cv2.INTER_LINEAR)
-        sample["image"] = pad_bottom_right(region, step.pad_to)
-        sample["actual_size"] = (oh, ow)
-        _update_polys(sample, step)
-        return sample
+        def warp(image: np.ndarray, step: AffineStep) -> np.ndarray:
+            (y0, y1, x0, x1), sample["actual_size"] = step.src_box, step.size
+            return pad_bottom_right(cv2.resize(image[y0:y1, x0:x1], step.size[::-1]), step.pad_to)
 
-    def __repr__(self) -> str:
-        return component_repr(self, max_tries=self.max_tries, min_crop_ratio=self.min_crop_ratio,
-                              crop_size=self.crop_size, p=self.p)
+        return _apply(self, sample, rng, warp)
+
+    __repr__ = component_repr
 
 
 # ----------------------------------------------------------------------------- polygon validation
@@ -275,8 +234,7 @@ def _clip_half_plane(pts: np.ndarray, axis: int, bound: float, keep_below: bool)
 
 
 def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
-    """Clip a (P, 2) polygon to [0, w] x [0, h] (Sutherland-Hodgman, vectorised per side) -> (Q, 2) float64,
-    consecutive duplicates removed; Q = 0 when it lies outside the box."""
+    """Clip a (P, 2) polygon to [0, w] x [0, h] (vectorised Sutherland-Hodgman) -> (Q, 2) float64, Q = 0 outside."""
     pts = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
     for axis, bound, below in ((0, 0.0, False), (0, float(w), True), (1, 0.0, False), (1, float(h), True)):
         pts = _clip_half_plane(pts, axis, bound, below)
@@ -286,13 +244,8 @@ def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
 
 
 class ValidatePolygons:
-    """Drop polygons outside the visible area and mark barely visible ones as ignored (MindOCR).
-
-    Visible area: ``actual_size`` (the un-padded crop) or the image, [-0.5, w - 0.5] x [-0.5, h - 0.5] (MindOCR's
-    box(0, 0, w, h) in pixel-corner terms). A polygon outside it is dropped with its text and tag; one whose visible
-    area is < ``min_area`` becomes ignored. ``clip_to_visible_area`` keeps the visible part (ignored below
-    ``min_vertices``); polygons inside skip the clip, a vectorised Sutherland-Hodgman (no shapely).
-    """
+    """Drop polygons outside the visible area (``actual_size`` or the image) and ignore those with less than
+    ``min_area`` visible (MindOCR); ``clip_to_visible_area`` keeps the visible part (ignored below ``min_vertices``)."""
 
     def __init__(self, min_area: float = 1.0, clip_to_visible_area: bool = False, min_vertices: int = 4) -> None:
         if not isinstance(min_area, (int, float)) or min_area < 0:
@@ -320,8 +273,7 @@ class ValidatePolygons:
         return poly, ignore
 
     def _inside_areas(self, polys: list, w: float, h: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """Bbox fast path for equal-vertex-count polygons (quads): which lie wholly inside the visible
-        area, and their areas (corner coordinates, as ``_check``). None when the counts differ."""
+        """For quads (one vertex count): which lie wholly inside the visible area, and their areas; else None."""
         if len({len(p) for p in polys}) != 1 or len(polys[0]) < 3:
             return None
         corner = np.stack(polys).astype(np.float32) + np.float32(0.5)  # as _check: float32 poly + 0.5
@@ -352,9 +304,7 @@ class ValidatePolygons:
         sample["ignore_tags"] = np.array(tags, dtype=bool)
         return sample
 
-    def __repr__(self) -> str:
-        return component_repr(self, min_area=self.min_area, clip_to_visible_area=self.clip_to_visible_area,
-                              min_vertices=self.min_vertices)
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {

@@ -1,10 +1,5 @@
-"""MindOCR/PaddleOCR detection label files, and the raw ICDAR2015 ``gt_img_N.txt`` converter.
-
-A line is ``relative/path.jpg<TAB>[{"transcription": "...", "points": [[x, y], ...]}, ...]`` (MindOCR also
-accepts one space; the split is made before the JSON list). Reading never stops at a bad line: each problem is a
-:class:`Problem` naming file and line. ``###``/``*`` are kept (DetLabelEncode makes ``ignore_tags``); points
-beyond the image are left to the geometric transforms.
-"""
+"""MindOCR/PaddleOCR label files (``path<TAB>[{"transcription", "points"}, ...]``, or one space before the list),
+read without stopping at a bad line (each is a :class:`Problem` naming file and line); the ICDAR2015 converter."""
 
 from __future__ import annotations
 
@@ -19,6 +14,7 @@ import numpy as np
 
 from textdet.errors import DataError
 from textdet.geometry import polygon_area
+from textdet.icdar import parse_gt
 
 # Polygons whose area is below this (in square pixels) are treated as zero-area: collinear
 # points written as floats rarely give an exact 0.
@@ -27,9 +23,7 @@ _MIN_AREA = 1e-6
 
 @dataclass
 class LabelRecord:
-    """One usable label line: ``rel_path`` (relative to data_dir), validated ``annotations`` (finite points,
-    at least 3 per polygon, non-zero area), ``label_file`` and 1-based ``line_no`` (for messages).
-    """
+    """One usable label line: ``rel_path``, validated ``annotations``, and ``label_file``:``line_no`` for messages."""
 
     rel_path: str
     annotations: list[dict] = field(default_factory=list)
@@ -40,8 +34,7 @@ class LabelRecord:
 @dataclass
 class Problem:
     """Something wrong in a label file: ``severity`` "error" (line skipped) or "warning" (one annotation dropped
-    or repaired, the rest of the line kept).
-    """
+    or repaired, the rest of the line kept)."""
 
     file: str
     line_no: int
@@ -97,12 +90,8 @@ def _self_intersects(p: np.ndarray) -> bool:
     def side(a, b, c) -> float:
         return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
 
-    for i in range(n):
-        for j in range(i + 2, n - (i == 0)):
-            a, b, c, d = p[i], p[(i + 1) % n], p[j], p[(j + 1) % n]
-            if side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0:
-                return True
-    return False
+    edges = ((p[i], p[(i + 1) % n], p[j], p[(j + 1) % n]) for i in range(n) for j in range(i + 2, n - (i == 0)))
+    return any(side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0 for a, b, c, d in edges)
 
 
 def _split_line(line: str) -> tuple[str, object] | str:
@@ -125,24 +114,19 @@ def _split_line(line: str) -> tuple[str, object] | str:
 
 def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRecord | None, list[Problem]]:
     """Parse one label line -> ``(record, problems)``; record None for a blank line or an unusable one (an "error").
-
-    Dropped or repaired annotations give "warning" problems naming the index (an empty list is a valid image).
-    """
+    Dropped or repaired annotations give "warning" problems naming the index (an empty list is a valid image)."""
     line = line.rstrip("\r\n")
     if not line.strip():
         return None, []
     split = _split_line(line)
-    if isinstance(split, str):
-        return None, [Problem(label_file, line_no, split, "error")]
-    path, anns = split
-    if not path:
-        return None, [Problem(label_file, line_no, "empty image path", "error")]
-    if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == "..":
-        msg = f"image path {path!r} leaves the data folder; write it relative to data_dir"
-        return None, [Problem(label_file, line_no, msg, "error")]
-    if not isinstance(anns, list):
-        msg = f"annotations must be a JSON list of objects, got {type(anns).__name__}"
-        return None, [Problem(label_file, line_no, msg, "error")]
+    path, anns = split if not isinstance(split, str) else ("", None)
+    error = (split if isinstance(split, str) else "empty image path" if not path
+             else f"image path {path!r} leaves the data folder; write it relative to data_dir"
+             if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == ".."
+             else f"annotations must be a JSON list of objects, got {type(anns).__name__}"
+             if not isinstance(anns, list) else None)
+    if error:
+        return None, [Problem(label_file, line_no, error, "error")]
     clean, problems = [], []
     for i, ann in enumerate(anns):
         good, reason, repair = _check_annotation(ann)
@@ -163,12 +147,9 @@ def _read_one(path: str) -> tuple[list[LabelRecord], list[Problem]]:
         raise DataError(f"label file not found: {path}") from None
     except OSError as e:
         raise DataError(f"cannot read label file {path}: {e.strerror or e}") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
     records, problems = [], []
-    # Split on b"\n" only: str.splitlines() would also split on \x1c, \x85, U+2028 ... which may
-    # legitimately appear inside a transcription.
-    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+    # Split on b"\n" only: str.splitlines() also splits on \x1c, \x85, U+2028, which may stand in a transcription.
+    for line_no, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -195,10 +176,7 @@ def _sample(records: list[LabelRecord], ratio: float, rng: np.random.Generator) 
 
 def check_dataset_paths(dataset_root: str, data_dir: str, label_file: str | list[str] | None,
                         prefix: str = "dataset") -> tuple[str, list[str]]:
-    """The image folder and label files of a data set, or a DataError naming the config keys to fix.
-
-    Cheap and torch-free, so ``textdet train`` fails on a wrong path in well under a second.
-    """
+    """The image folder and label files of a data set, or a DataError naming the config keys to fix (torch-free)."""
     def missing(what: str, path: str, key: str, value: str) -> DataError:
         return DataError(f"{what} not found: {path} (from {prefix}.dataset_root={dataset_root!r} and "
                          f"{prefix}.{key}={value!r}); fix the path, e.g. -o {prefix}.dataset_root=DIR")
@@ -219,12 +197,8 @@ def read_label_files(
     label_files: str | Sequence[str], dataset_root: str = "", sample_ratio: float | Sequence[float] = 1.0,
     rng_seed: int = 0,
 ) -> tuple[list[LabelRecord], list[Problem]]:
-    """Read label files (relative to ``dataset_root`` unless absolute); returns ``(records, problems)``.
-
-    ``sample_ratio`` (one or one per file): keep ``round(n * ratio)`` records, a deterministic subset from
-    ``rng_seed`` below 1, ``floor(ratio)`` repeats plus a subset above. Problems cover every line read.
-    Raises DataError (missing/unreadable file) or ValueError (bad ratio or ratio count).
-    """
+    """``(records, problems)`` of label files (relative to ``dataset_root``); ``sample_ratio`` (one, or one per file)
+    keeps ``round(n * ratio)`` records (see ``_sample``)."""
     files = [label_files] if isinstance(label_files, (str, os.PathLike)) else list(label_files)
     ratios = [sample_ratio] * len(files) if _is_number(sample_ratio) else list(sample_ratio)
     if len(ratios) != len(files):
@@ -252,9 +226,7 @@ def _plain_number(v: object) -> int | float:
 
 
 def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
-    """One label line (no newline): ``rel_path<TAB>[{"transcription", "points"}, ...]``, non-ASCII text kept as is
-    (``ensure_ascii=False``), numpy numbers converted to Python numbers.
-    """
+    """One label line (no newline), ``rel_path<TAB>[...]``, non-ASCII kept, numpy numbers as Python numbers."""
     if not rel_path or any(c in rel_path for c in "\t\r\n"):
         raise ValueError(f"image path must be non-empty and free of tabs/newlines, got {rel_path!r}")
     anns = [
@@ -270,38 +242,9 @@ def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:
 _GT_NAME = re.compile(r"^gt_img_(\d+)\.txt$")
 
 
-def _icdar_number(text: str) -> int | float:
-    v = float(text)  # raises ValueError for non-numbers
-    if not math.isfinite(v):
-        raise ValueError(text)
-    return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
-
-
-def _read_icdar_gt(path: str) -> list[dict]:
-    with open(path, encoding="utf-8-sig") as f:
-        text = f.read()
-    anns = []
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        line = line.rstrip("\r")
-        if not line.strip():
-            continue
-        parts = line.split(",", 8)  # the transcription may itself contain commas
-        if len(parts) < 9:
-            raise DataError(f"{path}:{line_no}: expected 'x1,y1,...,x4,y4,transcription', got {line!r}")
-        try:
-            coords = [_icdar_number(p.strip()) for p in parts[:8]]
-        except ValueError:
-            raise DataError(f"{path}:{line_no}: non-numeric coordinate in {line!r}") from None
-        points = [[coords[i], coords[i + 1]] for i in range(0, 8, 2)]
-        anns.append({"transcription": parts[8], "points": points})
-    return anns
-
-
 def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ext: str = ".jpg") -> int:
     """Convert raw ICDAR2015 ``gt_img_N.txt`` files (BOM fine) into one MindOCR label file; returns the image count.
-
-    Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder.
-    """
+    Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder."""
     if not os.path.isdir(gt_dir):
         raise DataError(f"ICDAR2015 ground-truth folder not found: {gt_dir}")
     numbered = []
@@ -315,7 +258,9 @@ def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ex
     prefix = image_prefix if not image_prefix or image_prefix.endswith("/") else image_prefix + "/"
     lines = []
     for n, name in numbered:
-        anns = _read_icdar_gt(os.path.join(gt_dir, name))
+        with open(os.path.join(gt_dir, name), encoding="utf-8-sig") as f:
+            rows = parse_gt(f.read(), os.path.join(gt_dir, name))
+        anns = [{"transcription": text, "points": points} for points, text in rows]
         lines.append(format_label_line(f"{prefix}img_{n}{image_ext}", anns))
     parent = os.path.dirname(os.path.abspath(out_file))
     os.makedirs(parent, exist_ok=True)

@@ -1,8 +1,5 @@
-"""Config transform lists -> transform objects: the TRANSFORMS table, build_transforms, Compose.
-
-``build_transforms`` fuses each run of flip / rotate / scale / crop into one ``FusedGeometry`` (same random draws,
-one warp of the original image); the sequential classes stay the reference implementation.
-"""
+"""Config transform lists -> transform objects: the TRANSFORMS table, Compose and ``build_transforms``, which fuses
+flip / rotate / scale / crop into one ``FusedGeometry`` warp (the sequential classes stay the reference)."""
 
 from __future__ import annotations
 
@@ -44,12 +41,8 @@ def is_fusable(transform: object) -> bool:
 
 
 class FusedGeometry:
-    """Flip / rotate / scale / crop as one affine warp of the original image.
-
-    With the same seed the crop and polygons equal the sequential pipeline's; only the pixels differ (interpolated
-    once). ``color``: a pixel-wise RandomColorAdjust moved after the warp, onto the crop (why this is equivalent:
-    docs/DESIGN_NOTES.md).
-    """
+    """Flip / rotate / scale / crop as one affine warp of the original image: same crop and polygons as the sequential
+    pipeline, pixels interpolated once; ``color``: a RandomColorAdjust moved onto the crop (docs/DESIGN_NOTES.md)."""
 
     def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
         if not steps or not all(is_fusable(t) for t in steps):
@@ -127,21 +120,16 @@ def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
             out.append(transforms[i])
             i += 1
             continue
-        color = None
-        if out and isinstance(out[-1], RandomColorAdjust) and out[-1].is_pixelwise:
-            color = out.pop()
+        pixelwise = out and isinstance(out[-1], RandomColorAdjust) and out[-1].is_pixelwise
+        color = out.pop() if pixelwise else None
         out.append(FusedGeometry(transforms[i:j], color=color))
         i = j
     return out
 
 
 class FusedNormalize:
-    """NormalizeImage (HWC) + ToCHWImage as one OpenCV call: uint8 HWC -> normalised float32 CHW.
-
-    ``cv2.dnn.blobFromImageWithParams`` subtracts, scales, swaps channels and transposes in one
-    pass (bit-identical to the two numpy steps, ~3x faster at 640x640). Anything but a 3-channel
-    uint8 image takes the two reference transforms.
-    """
+    """NormalizeImage (HWC) + ToCHWImage as one ``cv2.dnn.blobFromImageWithParams`` (bit-identical, ~3x faster at
+    640x640); anything but a 3-channel uint8 image takes the two reference transforms."""
 
     def __init__(self, normalize: NormalizeImage, to_chw: ToCHWImage) -> None:
         self.normalize, self.to_chw = normalize, to_chw
@@ -177,11 +165,7 @@ def fuse_normalize(transforms: list[Transform]) -> list[Transform]:
 
 # ----------------------------------------------------------------------------- compose and build
 class Compose:
-    """Run transforms in order on one sample.
-
-    ``Compose.timing = True`` (class or instance) records per transform ``stats`` {name: {"seconds", "count"}} for
-    ``textdet bench data``; names are class names, suffixed ``#2``, ``#3`` on repeats.
-    """
+    """Run transforms in order; with ``timing`` (``textdet bench data``) ``stats`` holds seconds per transform."""
 
     timing: bool = False
 
@@ -230,8 +214,7 @@ def _split_entry(entry: Any, index: int) -> tuple[str, dict]:
     if not isinstance(entry, dict) or len(entry) != 1:
         raise ConfigError(f"transform_pipeline[{index}]: expected {{Name: {{params}}}} or a name, got {entry!r}")
     (name, params), = entry.items()
-    if params is None:
-        params = {}
+    params = {} if params is None else params
     if not isinstance(name, str) or not isinstance(params, dict):
         raise ConfigError(f"transform_pipeline[{index}] {name}: parameters must be a mapping, got {params!r}")
     return name, params
@@ -244,10 +227,7 @@ def build_transform(entry: dict | str, index: int = 0) -> Transform:
 
 
 def build_transforms(pipeline: list[dict | str], fuse: bool = True) -> Compose:
-    """MindOCR ``transform_pipeline`` (``{Name: {param: value} | None}`` or ``"Name"`` entries) -> Compose.
-
-    ``fuse``: fuse geometry/normalisation (False keeps the sequential reference). ConfigError names the bad entry.
-    """
+    """MindOCR ``transform_pipeline`` -> Compose; ``fuse=False`` keeps the sequential reference transforms."""
     if not isinstance(pipeline, (list, tuple)):
         raise ConfigError(f"transform_pipeline must be a list, got {type(pipeline).__name__}")
     transforms = [build_transform(entry, i) for i, entry in enumerate(pipeline)]

@@ -9,7 +9,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import check_pair, component_repr
+from textdet.checks import check_pair
+from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 from textdet.geometry import map_polys
 
@@ -27,7 +28,6 @@ def pad_bottom_right(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return out
 
 
-# ----------------------------------------------------------------------------- normalisation
 def _mean_std(value: Any, name: str, default: tuple[float, ...]) -> np.ndarray:
     if isinstance(value, str):
         if value.lower() != "imagenet":
@@ -42,10 +42,7 @@ def _mean_std(value: Any, name: str, default: tuple[float, ...]) -> np.ndarray:
 
 
 class NormalizeImage:
-    """``(image - mean) / std`` in float32, channels swapped first when either swap flag is set.
-
-    ``"imagenet"`` means MindOCR's RGB 0-255 values. Mean and std are in the output channel order.
-    """
+    """``(image - mean) / std`` in float32, channels swapped first if asked; "imagenet": MindOCR's RGB 0-255 values."""
 
     def __init__(self, mean: str | list[float] = "imagenet", std: str | list[float] = "imagenet", is_hwc: bool = True,
                  bgr_to_rgb: bool = False, rgb_to_bgr: bool = False) -> None:
@@ -69,37 +66,26 @@ class NormalizeImage:
         return sample
 
     def __repr__(self) -> str:
-        return component_repr(self, mean=self.mean.tolist(), std=self.std.tolist(), is_hwc=self.is_hwc,
-                              bgr_to_rgb=self.bgr_to_rgb, rgb_to_bgr=self.rgb_to_bgr)
+        return component_repr(self, mean=self.mean.tolist(), std=self.std.tolist())
 
 
 class ToCHWImage:
     """(H, W, C) -> contiguous (C, H, W), the layout the model takes."""
 
-    def __init__(self) -> None:
-        pass
-
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         sample["image"] = np.ascontiguousarray(sample["image"].transpose(2, 0, 1))
         return sample
 
-    def __repr__(self) -> str:
-        return "ToCHWImage()"
+    __repr__ = component_repr
 
 
-# ----------------------------------------------------------------------------- eval/infer resize
 def _round_up(value: int, divisor: int) -> int:
     return max(math.ceil(value / divisor) * divisor, divisor)
 
 
 class DetResize:
-    """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``.
-
-    MindOCR semantics: ``target_size`` forces ``limit_type`` none; ``min`` upscales a short side < limit_side_len,
-    ``max`` downscales a long side > it (keeping the ratio); none + keep_ratio fits the target (maybe padding), none
-    without it resizes to the target. Sizes are ceil'd to ``divisor`` when ``force_divisable`` (unless padded);
-    ``rounding: nearest`` as PaddleOCR's DetResizeForTest. Differences from MindOCR: docs/DESIGN_NOTES.md.
-    """
+    """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``, with MindOCR's
+    ``limit_type`` / ``target_size`` / ``divisor`` semantics (and differences: docs/DESIGN_NOTES.md)."""
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
                  limit_type: str | None = "min", limit_side_len: int = 736, force_divisable: bool = True,
@@ -178,10 +164,7 @@ class DetResize:
         sample["shape_list"] = shape_list
         return sample
 
-    def __repr__(self) -> str:
-        names = ("target_size", "keep_ratio", "padding", "limit_type", "limit_side_len", "force_divisable", "divisor",
-                 "interpolation", "rounding", "max_side_limit")
-        return component_repr(self, **{k: getattr(self, k) for k in names})
+    __repr__ = component_repr
 
 
 TRANSFORMS: dict[str, type] = {"NormalizeImage": NormalizeImage, "ToCHWImage": ToCHWImage, "DetResize": DetResize}

@@ -1,10 +1,5 @@
-"""Synthetic ICDAR2015-layout text-detection data, so that everything runs with no download.
-
-Random backgrounds and clutter with words rendered by Pillow's built-in font, each placement warped in with one
-``warpPerspective``. Labels are word-level clockwise quads inside the image, never overlapping; tiny and
-low-contrast words are ``###``. Same seed, same bytes (one Generator per split, fixed JPEG quality).
-How it is drawn and why: docs/DESIGN_NOTES.md.
-"""
+"""Synthetic ICDAR2015-layout text-detection data, so that everything runs with no download: word-level clockwise
+quads, never overlapping, tiny and faded words ``###``; same seed, same bytes (how and why: docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
@@ -64,10 +59,7 @@ def _random_word(rng: np.random.Generator) -> str:
 
 
 def _background(rng: np.random.Generator, w: int, h: int, heldout: bool = False) -> np.ndarray:
-    """Smooth colour field plus grain: uint8 HxWx3 (uint8 cv2 ops throughout, for speed).
-
-    Held-out images get a kind the training split never shows: multi-scale colour texture.
-    """
+    """Smooth colour field plus grain, uint8 HxWx3; held-out images get multi-scale colour texture instead."""
     if heldout:
         layers = [cv2.resize(rng.integers(0, 256, (k, k, 3), dtype=np.uint8), (w, h), interpolation=cv2.INTER_CUBIC)
                   for k in (3, 9, 27)]
@@ -129,7 +121,6 @@ def _draw_clutter(rng: np.random.Generator, img: np.ndarray, count: int) -> None
 
 def _render(words: list[str], size: int, stroke: int, face: int | None = None) -> tuple[np.ndarray, tuple, list]:
     """Render words on one line into an alpha patch: Pillow's font, or OpenCV's Hershey ``face``.
-
     Returns uint8 (h, w) ``alpha``, the patch spot of the text ``origin``, and ``(word, (x0, y0, x1, y1))`` ink boxes.
     """
     line = " ".join(words)
@@ -202,10 +193,7 @@ def _faded_colour(rng: np.random.Generator, roi: np.ndarray) -> np.ndarray:
 
 
 def _text_colour(rng: np.random.Generator, roi: np.ndarray, contrast: float) -> np.ndarray:
-    """A random colour at least ``contrast`` darker than the darker or brighter than the brighter
-    background (10th / 90th luminance percentile of ``roi``), so text stays readable over clutter
-    and gradients; where neither side has room, the side with more room gets the extreme.
-    """
+    """A random colour ``contrast`` darker or brighter than ``roi``'s 10th / 90th luminance percentile (readable)."""
     lo, hi = np.percentile(cv2.cvtColor(roi, cv2.COLOR_BGR2GRAY)[::2, ::2], (10, 90))
     col = rng.uniform(0, 255, 3)
     cl = float(col @ _LUMA)
@@ -330,10 +318,7 @@ def _place_unit(rng: np.random.Generator, img: np.ndarray, occupied: np.ndarray,
 def generate_image(
     rng: np.random.Generator, size: tuple[int, int] = (640, 480), heldout: bool = False
 ) -> tuple[np.ndarray, list[dict]]:
-    """One synthetic image (size = (W, H), HxWx3 uint8 BGR) and ``[{"transcription", "points": [[x, y]] * 4}]``.
-
-    ``rng`` is the only randomness; ``heldout``: Hershey fonts, texture backgrounds, about twice the words.
-    """
+    """One image (size (W, H), uint8 BGR) and its quads; ``heldout``: Hershey fonts, textures, about twice the words."""
     w, h = int(size[0]), int(size[1])
     if w < 32 or h < 32:
         raise ValueError(f"size: expected (W, H) of at least 32x32 pixels, got {size!r}")
@@ -375,13 +360,7 @@ def generate_dataset(
     out_dir: str, n_train: int = 100, n_val: int = 20, seed: int = 0, size: tuple[int, int] = (640, 480),
     progress: bool | None = None, n_heldout: int = 0, heldout_size: tuple[int, int] = (448, 336),
 ) -> dict:
-    """Write a synthetic data set in the ICDAR2015 layout (``{split}/images/img_N.jpg`` + a label file).
-
-    train -> ``train_gt.txt``, val -> ``test_gt.txt``, optional heldout -> ``heldout_gt.txt`` (rendered
-    differently, its own seed and ``heldout_size``, so it measures generalisation). Same seed, same bytes; each split
-    has its own generator. ``progress``: None shows a bar for 50+ images on a terminal. Returns ``{"out_dir",
-    "seed", "size", "train": {...}, "val": {...}}``, each split with images, words, ignored, image_dir, label_file.
-    """
+    """Write ``{split}/images/img_N.jpg``, ``train_gt.txt``, ``test_gt.txt`` (+ ``heldout_gt.txt``); a summary."""
     if min(n_train, n_val, n_heldout) < 0:
         raise ValueError(f"n_train, n_val and n_heldout must be >= 0, got {n_train}, {n_val} and {n_heldout}")
     size = (int(size[0]), int(size[1]))

@@ -16,7 +16,7 @@ from textdet.config.components import component_repr
 from textdet.errors import SampleError
 from textdet.geometry import offset_polygon, polygon_area, shrink_distance
 
-__all__ = ["BorderMap", "ShrinkBinaryMap"]
+__all__ = ["BorderMap", "ShrinkBinaryMap", "shrink_polygon"]
 
 # Longest edge, in units of D, whose distances are computed in float32 (see _min_sq_dist_to_segment).
 _FLOAT32_MAX_LENGTH = 64.0
@@ -36,7 +36,7 @@ def _image_hw(sample: dict[str, Any]) -> tuple[int, int]:
     return int(image.shape[0]), int(image.shape[1])
 
 
-def _polys_and_tags(sample: dict[str, Any]) -> tuple[list[Any], np.ndarray]:
+def polys_and_tags(sample: dict[str, Any]) -> tuple[list[Any], np.ndarray]:
     polys = list(sample.get("polys", []))
     tags = sample.get("ignore_tags")
     tags = np.zeros(len(polys), dtype=bool) if tags is None else np.asarray(tags, dtype=bool).reshape(-1).copy()
@@ -55,6 +55,24 @@ def _as_polygon(poly: Any) -> np.ndarray | None:
 
 def _fill(canvas: np.ndarray, poly: np.ndarray, value: float) -> None:
     cv2.fillPoly(canvas, [np.round(poly).astype(np.int32)], value)
+
+
+def shrink_polygon(raw: Any, ignored: bool, min_text_size: float, shrink_ratio: float
+                   ) -> tuple[np.ndarray | None, float, list[np.ndarray]]:
+    """ShrinkBinaryMap's rule for one polygon (shared with the device targets): ``(poly, D, pieces)``.
+
+    ``poly`` is None when it cannot be drawn; ``pieces`` (the shrink by D) is [] when the polygon is ignored,
+    thinner than ``min_text_size`` or its shrink vanishes: it is then masked out and tagged ignored.
+    """
+    poly = _as_polygon(raw)
+    if poly is None:
+        return None, 0.0, []
+    extent = poly.max(axis=0) - poly.min(axis=0)
+    if ignored or min(extent) < min_text_size:
+        return poly, 0.0, []
+    distance = shrink_distance(poly, shrink_ratio)
+    # A zero-area polygon has D = 0; offsetting it by 0 would draw a line, not a shrink.
+    return poly, distance, (offset_polygon(poly, -distance) if polygon_area(poly) > 0 else [])
 
 
 class ShrinkBinaryMap:
@@ -77,20 +95,14 @@ class ShrinkBinaryMap:
 
     def __call__(self, sample: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         h, w = _image_hw(sample)
-        polys, tags = _polys_and_tags(sample)
+        polys, tags = polys_and_tags(sample)
         gt = np.zeros((h, w), dtype=np.uint8)  # 0/1 maps ship as uint8: 4x less inter-process traffic
         mask = np.ones((h, w), dtype=np.uint8)
         for i, raw in enumerate(polys):
-            poly = _as_polygon(raw)
+            poly, _, shrunk = shrink_polygon(raw, tags[i], self.min_text_size, self.shrink_ratio)
             if poly is None:
                 tags[i] = True
                 continue
-            extent = poly.max(axis=0) - poly.min(axis=0)
-            shrunk: list[np.ndarray] = []
-            if not tags[i] and min(extent) >= self.min_text_size:
-                distance = shrink_distance(poly, self.shrink_ratio)
-                # A zero-area polygon has D = 0; offsetting it by 0 would draw a line, not a shrink.
-                shrunk = offset_polygon(poly, -distance) if polygon_area(poly) > 0 else []
             if shrunk:
                 cv2.fillPoly(gt, [s.astype(np.int32) for s in shrunk], 1)
             else:
@@ -176,7 +188,7 @@ class BorderMap:
 
     def __call__(self, sample: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         h, w = _image_hw(sample)
-        polys, tags = _polys_and_tags(sample)
+        polys, tags = polys_and_tags(sample)
         # max over polygons of 1 - min(d_i / D_i, 1) is 1 - min(min_i d_i / D_i, 1): keep one canvas of
         # normalised squared distances, so no per-polygon full-box pass is needed.
         norm_sq = np.ones((h, w), dtype=np.float32)

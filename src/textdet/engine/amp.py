@@ -45,9 +45,7 @@ def amp_settings(level: str, device_type: str) -> AmpSettings:
 
 
 class LossScaler:
-    """MindOCR's loss scaling. Dynamic: divide by ``factor`` on overflow and skip the step, multiply after
-    ``window`` clean steps. Static: fixed scale, overflowed steps skipped. Disabled: a pass-through that
-    still reports non-finite gradients (the trainer always asks)."""
+    """MindOCR's loss scaling (dynamic: / ``factor`` on overflow, x ``factor`` after ``window`` clean steps)."""
 
     def __init__(self, enabled: bool, dynamic: bool, scale: float = 1.0, factor: float = 2.0, window: int = 2000):
         self.enabled, self.dynamic = enabled, dynamic

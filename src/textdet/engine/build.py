@@ -3,11 +3,8 @@ that knows both the config layout and the constructors, so every other module wo
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
@@ -16,8 +13,13 @@ from textdet.config import Config
 from textdet.config.components import check_kwargs, lookup
 from textdet.config.loader import located
 from textdet.data.dataset import DetDataset, build_loader
-from textdet.data.pipeline import Compose, FusedNormalize, build_transforms
+from textdet.data.device_targets import device_columns
+from textdet.data.pipeline import Compose, FusedNormalize
 from textdet.data.resize import NormalizeImage, ToCHWImage
+from textdet.engine.checkpoint import load_weights, resolve_ckpt
+from textdet.engine.validate import build_pipeline as build_pipeline  # build.* for the commands
+from textdet.engine.validate import build_section, model_specs
+from textdet.engine.validate import validate as validate
 from textdet.errors import ConfigError
 from textdet.loss import build_loss
 from textdet.metrics import build_metric
@@ -25,46 +27,6 @@ from textdet.models import BACKBONES, HEADS, NECKS, build_model
 from textdet.postprocess import build_postprocess
 
 logger = logging.getLogger("textdet")
-
-# MindOCR's named model presets (models/det_dbnet.py), used when `model.name` is set.
-_FPN = {"name": "DBFPN", "out_channels": 256, "bias": False}
-_HEAD = {"name": "DBHead", "k": 50, "bias": False, "adaptive": True}
-MODEL_PRESETS: dict[str, dict[str, dict]] = {
-    "dbnet_resnet18": {"backbone": {"name": "det_resnet18", "pretrained": True}, "neck": _FPN, "head": _HEAD},
-    "dbnet_resnet50": {"backbone": {"name": "det_resnet50", "pretrained": True}, "neck": _FPN, "head": _HEAD},
-    "dbnetpp_resnet50": {
-        "backbone": {"name": "det_resnet50", "pretrained": True},
-        "neck": {**_FPN, "use_asf": True, "channel_attention": True},
-        "head": _HEAD,
-    },
-    "dbnet_mobilenetv3": {
-        "backbone": {"name": "det_mobilenet_v3", "architecture": "large", "alpha": 0.5, "out_stages": [5, 8, 14, 20],
-                     "bottleneck_params": {"se_version": "SqueezeExciteV2", "always_expand": True},
-                     "pretrained": "https://download.mindspore.cn/toolkits/mindcv/mobilenet/mobilenetv3/"
-                                   "mobilenet_v3_large_050_no_scale_se_v2_expand-3c4047ac.ckpt"},
-        "neck": _FPN,
-        "head": _HEAD,
-    },
-}
-
-# Loss inputs, by output column name (MindOCR passes them by position through label_column_index).
-LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
-
-
-def model_specs(cfg: Config) -> dict[str, dict]:
-    """backbone/neck/head specs, from `model.name` presets overlaid by explicit sections."""
-    specs = {"backbone": {}, "neck": {}, "head": {}}
-    if cfg.model.name:
-        with located(cfg, "model.name"):
-            preset = lookup(MODEL_PRESETS, cfg.model.name, "model.name", "model preset")
-        specs = copy.deepcopy(preset)
-    for part in specs:
-        specs[part].update(getattr(cfg.model, part) or {})
-        if not specs[part]:
-            raise ConfigError(f"model.{part} is missing: give it a name (or set model.name to a preset: "
-                              f"{', '.join(MODEL_PRESETS)})")
-    return specs
-
 
 def check_model_specs(cfg: Config) -> dict[str, dict]:
     """Names and keyword arguments of backbone/neck/head, checked without building anything."""
@@ -78,18 +40,6 @@ def check_model_specs(cfg: Config) -> dict[str, dict]:
     return specs
 
 
-def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval")) -> None:
-    """Every cheap check first, so a typo anywhere fails in about a second, before data or model work."""
-    check_columns(cfg, splits)
-    check_model_specs(cfg)
-    build_loss_from_config(cfg)
-    build_postprocess_from_config(cfg)
-    build_metric_from_config(cfg)
-    for split in splits:
-        if getattr(cfg, split).dataset.transform_pipeline:
-            build_pipeline(cfg, split)
-
-
 def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None) -> nn.Module:
     """The DBNet of ``cfg.model``; ``pretrained_backbone=False`` skips ImageNet weights (eval, resume)."""
     specs = check_model_specs(cfg)
@@ -100,42 +50,34 @@ def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None
         return build_model(specs["backbone"], specs["neck"], specs["head"], pretrained=pretrained)
 
 
-def _section(cfg: Config, key: str, build: Callable[..., Any]) -> Any:
-    """Build a ``{name: ..., **kwargs}`` section with errors located at its YAML line."""
-    spec = dict(getattr(cfg, key))
-    with located(cfg, key):
-        return build(spec.pop("name", None), **spec)
+def load_model(cfg: Config, ckpt: str | None,
+               keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[nn.Module, str | None]:
+    """The DBNet of ``cfg`` with ``resolve_ckpt``'s weights (random for ``keys=()`` and no ``ckpt``), and the path."""
+    path, what = resolve_ckpt(cfg, ckpt, keys) if ckpt or keys else (None, None)
+    model = build_model_from_config(cfg, pretrained_backbone=False)
+    if path is not None:
+        load_weights(model, path, what)
+    return model, path
 
 
 def build_loss_from_config(cfg: Config) -> nn.Module:
-    return _section(cfg, "loss", build_loss)
+    return build_section(cfg, "loss", build_loss)
 
 
 def build_postprocess_from_config(cfg: Config):
-    return _section(cfg, "postprocess", build_postprocess)
+    return build_section(cfg, "postprocess", build_postprocess)
 
 
 def build_metric_from_config(cfg: Config):
-    return _section(cfg, "metric", build_metric)
+    return build_section(cfg, "metric", build_metric)
 
 
 def main_indicator(cfg: Config) -> str:
     return str(cfg.metric.get("main_indicator", "f-score"))
 
 
-def build_pipeline(cfg: Config, split: str, fuse: bool = True) -> Compose:
-    key = f"{split}.dataset.transform_pipeline"
-    pipeline = getattr(cfg, split).dataset.transform_pipeline
-    if not pipeline:
-        raise ConfigError(f"{key} is empty: list the transforms (see the MindOCR det configs)")
-    with located(cfg, key):
-        return build_transforms(pipeline, fuse=fuse)
-
-
 def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Compose, dict | None]:
-    """Move a trailing NormalizeImage + ToCHWImage onto the device (when ``enabled``: on CUDA), so workers ship
-    uint8 HWC (640x640: 1.2 MB instead of 4.9 MB); on a CPU the workers keep it. Returns the (shortened)
-    pipeline and the normalisation parameters, or the pipeline unchanged and None."""
+    """(pipeline less a trailing NormalizeImage + ToCHWImage, their parameters) if ``enabled``, else (it, None)."""
     ts = list(pipeline.transforms)
     norm = None
     if ts and isinstance(ts[-1], FusedNormalize):
@@ -148,11 +90,13 @@ def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Com
                            "swap_rb": bool(norm.bgr_to_rgb or norm.rgb_to_bgr)}
 
 
-def build_dataset(cfg: Config, split: str, pipeline: Compose) -> DetDataset:
+def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bool = False) -> DetDataset:
+    """``device_targets``: the workers ship polygon arrays instead of the four DB maps (split_device_targets)."""
     ds = getattr(cfg, split).dataset
     if ds.type not in ("DetDataset",):
         raise ConfigError(f"{split}.dataset.type: unknown dataset '{ds.type}' (valid: DetDataset)")
-    return DetDataset(ds.dataset_root, ds.data_dir, ds.label_file, pipeline, ds.output_columns,
+    columns = device_columns(ds.output_columns) if device_targets else ds.output_columns
+    return DetDataset(ds.dataset_root, ds.data_dir, ds.label_file, pipeline, columns,
                       sample_ratio=ds.sample_ratio, seed=cfg.system.seed, config_prefix=f"{split}.dataset",
                       cache_images=ds.cache_images)
 
@@ -177,26 +121,3 @@ def build_split_loader(cfg: Config, split: str, dataset: DetDataset, rank: int, 
                         seed=cfg.system.seed, rank=rank, world_size=world_size, pin_memory=device.type != "cpu",
                         prefetch_factor=lc.prefetch_factor, persistent_workers=lc.persistent_workers,
                         pad_shards=train)
-
-
-def check_columns(cfg: Config, splits: tuple[str, ...] = ("train", "eval")) -> None:
-    """The train set must feed the model an image and the loss its four maps; eval needs polygons."""
-    if "train" in splits:
-        _check_train_columns(cfg)
-    ecols = cfg.eval.dataset.output_columns
-    if "eval" in splits and ecols:
-        missing = [c for c in ("image", "polys", "ignore_tags") if c not in ecols]
-        if missing:
-            raise ConfigError(f"eval.dataset.output_columns {ecols} lacks {missing}, which evaluation needs")
-
-
-def _check_train_columns(cfg: Config) -> None:
-    cols = cfg.train.dataset.output_columns
-    idx = cfg.train.dataset.net_input_column_index or [0]
-    if not cols or idx[0] >= len(cols) or cols[idx[0]] != "image":
-        raise ConfigError(f"train.dataset.output_columns {cols} with net_input_column_index {idx}: the network "
-                          "input must be the 'image' column")
-    labels = [cols[i] for i in cfg.train.dataset.label_column_index if i < len(cols)]
-    unknown = [c for c in labels if c not in LOSS_COLUMNS]
-    if unknown:
-        raise ConfigError(f"train.dataset.label_column_index selects {unknown}; DBLoss takes {list(LOSS_COLUMNS)}")

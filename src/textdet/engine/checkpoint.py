@@ -15,14 +15,14 @@ from torch import nn
 
 from textdet import device
 from textdet.config import Config
+from textdet.config.loader import get_key
 from textdet.errors import ConfigError, TextdetError
 from textdet.hub import download, is_url, safe_load
 from textdet.models import read_state_dict, strip_wrappers
 
 
 def atomic_save(obj: Any, path: str) -> None:
-    """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``.
-    A failed write (full disk, read-only folder) leaves the previous file as it was and says so."""
+    """``torch.save`` to a temp file, fsync, rename over ``path``; a failed write leaves the old file and says so."""
     folder, tmp = os.path.dirname(os.path.abspath(path)), None
     try:
         os.makedirs(folder, exist_ok=True)
@@ -43,8 +43,7 @@ def atomic_save(obj: Any, path: str) -> None:
 
 
 def resume_due(interval: int | str, step: int, since_save_s: float) -> bool:
-    """Mid-epoch ``train_resume.ckpt`` due? ``train.ckpt_interval_steps``: N optimizer steps, 0/off never,
-    auto = every ``AUTO_INTERVAL_S`` seconds (so only epochs longer than that get mid-epoch checkpoints)."""
+    """Mid-epoch ``train_resume.ckpt`` due? Every N optimizer steps, never (0/off), or every 10 minutes (auto)."""
     if interval == "auto":
         return since_save_s >= AUTO_INTERVAL_S
     return interval not in (0, "off", False, None) and step % int(interval) == 0
@@ -106,13 +105,10 @@ class EpochCheckpoints:
         if self.max_keep <= 0:
             return None
         self.kept.append((metric, epoch))
-        key = (lambda x: (x[0], x[1])) if self.policy == "top_k" else (lambda x: x[1])
-        self.kept.sort(key=key, reverse=True)
-        keep, drop = self.kept[: self.max_keep], self.kept[self.max_keep :]
-        self.kept = keep
-        path = None
-        if any(e == epoch for _, e in keep):
-            path = os.path.join(self.folder, f"e{epoch}.ckpt")
+        self.kept.sort(key=None if self.policy == "top_k" else (lambda x: x[1]), reverse=True)  # (metric, epoch)
+        self.kept, drop = self.kept[: self.max_keep], self.kept[self.max_keep :]
+        path = os.path.join(self.folder, f"e{epoch}.ckpt") if any(e == epoch for _, e in self.kept) else None
+        if path:
             atomic_save(obj, path)
         for _, e in drop:
             old = os.path.join(self.folder, f"e{e}.ckpt")
@@ -138,16 +134,16 @@ def load_weights(model: nn.Module, path: str, what: str) -> None:
             f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}); is it from a run with another backbone/neck/head?")
 
 
-def resolve_ckpt(cfg: Config, ckpt: str | None) -> str:
-    """The checkpoint ``textdet eval`` scores: ``--ckpt`` or ``eval.ckpt_load_path``, downloaded if a URL."""
-    path = ckpt or cfg.eval.ckpt_load_path
-    if not path:
-        raise ConfigError("no checkpoint to evaluate: pass --ckpt PATH or set eval.ckpt_load_path")
-    if is_url(path):
-        what = "--ckpt" if ckpt else "eval.ckpt_load_path"
-        return str(download(path, what, "give a local checkpoint path instead"))
-    if not os.path.isfile(path):
-        meta = getattr(cfg, "meta", None)
-        src = "--ckpt" if ckpt else f"eval.ckpt_load_path at {meta.where('eval.ckpt_load_path') if meta else '?'}"
-        raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
-    return path
+def resolve_ckpt(cfg: Config, ckpt: str | None, keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[str, str]:
+    """(path, source) of ``ckpt`` (--ckpt), else of the first set config key of ``keys``; a URL is downloaded."""
+    for path, what in ((ckpt, "--ckpt"), *((get_key(cfg, k), k) for k in keys)):
+        if not path:
+            continue
+        if is_url(path):
+            return str(download(path, what, "give a local checkpoint path instead")), what
+        if not os.path.isfile(path):
+            meta = getattr(cfg, "meta", None)
+            src = f"{what} at {meta.where(what)}" if meta is not None and what != "--ckpt" else what
+            raise TextdetError(f"checkpoint not found: {path} (from {src}); train first or point it at a .ckpt file")
+        return path, what
+    raise ConfigError(f"no checkpoint: pass --ckpt PATH or set {' / '.join(keys)}")

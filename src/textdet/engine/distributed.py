@@ -27,29 +27,23 @@ class DistInfo:
 _INFO = DistInfo()
 
 
-def launched_by_torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
-
-
 def init_distributed(distribute: bool, device_type: str) -> DistInfo:
     """Join the torchrun process group when ``system.distribute`` asks for it; errors speak the user's terms
     (the unexplained 2-card MindOCR failure is what they exist to prevent)."""
     global _INFO
-    under_torchrun = launched_by_torchrun()
+    under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if not distribute:
         if under_torchrun and world > 1:
-            raise ConfigError(
-                f"launched by torchrun with WORLD_SIZE={world} but system.distribute is False: every process would "
-                "train the same model alone; set -o system.distribute=true (or run without torchrun)"
-            )
+            raise ConfigError(f"launched by torchrun with WORLD_SIZE={world} but system.distribute is False: every "
+                              "process would train the same model alone; set -o system.distribute=true (or run "
+                              "without torchrun)")
         _INFO = DistInfo()
         return _INFO
     if not under_torchrun:
-        raise ConfigError(
-            "system.distribute is True but the process was not started by torchrun (RANK/WORLD_SIZE unset); "
-            "launch with `torchrun --nproc_per_node=N -m textdet train -c CFG` or set -o system.distribute=false"
-        )
+        raise ConfigError("system.distribute is True but the process was not started by torchrun (RANK/WORLD_SIZE "
+                          "unset); launch with `torchrun --nproc_per_node=N -m textdet train -c CFG` or set -o "
+                          "system.distribute=false")
     backend = device.dist_backend(device_type)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device_type != "cpu":

@@ -10,9 +10,7 @@ from torch import nn
 
 
 class ModelEMA:
-    """EMA of every parameter and buffer (BN statistics too): ``d = decay * (1 - exp(-updates / 2000))``; the ramp
-    keeps it off the random initial weights. Eval and ``best.ckpt`` use ``ema.module``; the state is saved in
-    ``train_resume.ckpt`` (MindOCR rebuilds the EMA on resume)."""
+    """EMA of parameters and buffers, decay ``decay * (1 - exp(-updates / 2000))``, kept in the resume checkpoint."""
 
     def __init__(self, model: nn.Module, decay: float = 0.9999, ramp: float = 2000.0):
         self.module = copy.deepcopy(model).eval()

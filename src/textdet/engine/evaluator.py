@@ -13,11 +13,12 @@ from torch import nn
 from tqdm import tqdm
 
 from textdet.config import Config
+from textdet.data.pipeline import Compose
 from textdet.device import is_accelerator, pick_device
 from textdet.engine import build, distributed
 from textdet.engine.amp import AmpSettings, amp_settings
-from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.feed import DeviceInput
+from textdet.engine.validate import validate
 
 
 def progress_bar(show: bool, total: int, desc: str):
@@ -42,7 +43,6 @@ ORACLE = "tuned on the evaluation split (oracle)"
 
 class ThresholdSweep:
     """Score every (binary_thresh, box_thresh) pair of a grid on the same probability maps (one model run).
-
     Each binary_thresh post-processes a map once, at the lowest box_thresh, and each box_thresh keeps the candidates
     scoring at least that much: DBPostprocess drops a candidate only for ``score < box_thresh``, so every pair
     scores exactly as a run with those two thresholds."""
@@ -88,21 +88,17 @@ def sweep_report(sweep: dict) -> str:
 
 
 class Evaluator:
-    """Runs a model over an eval loader and returns ``metric.compute()`` (and a :class:`ThresholdSweep`'s grid).
-    Post-processing and the metric run in a worker thread while the next batch goes through the model (cv2 and
-    numpy release the GIL); ``parts`` holds the seconds spent in each part."""
+    """A model over an eval loader -> ``metric.compute()``; post-processing overlaps the next forward (a thread)."""
 
     def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False,
                  sweep: ThresholdSweep | None = None):
         self.loader, self.postprocess, self.metric, self.sweep = loader, postprocess, metric, sweep
         self.feed, self.amp, self.progress = feed, amp, progress
-        self.last_seconds = 0.0
         self.images = 0
         self.parts: dict[str, float] = {}
 
     def _host_maps(self, preds: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Only the probability map goes to the host; on a GPU the bitmap is thresholded there too
-        (the CPU threshold is a third of post-processing; a uint8 bitmap copies 4x less than floats)."""
+        """The probability map to the host (on an accelerator also the bitmap, thresholded there: 4x fewer bytes)."""
         name = getattr(self.postprocess, "pred_name", "binary")
         prob = preds[name]
         out = {name: prob.float().cpu()}
@@ -131,7 +127,7 @@ class Evaluator:
         self.metric.reset()
         if self.sweep is not None:
             self.sweep.reset()
-        t0, self.images = time.perf_counter(), 0
+        self.images = 0
         self.parts = dict.fromkeys(("data", "forward", "postprocess", "metric"), 0.0)
         bar = progress_bar(self.progress and distributed.is_main(), len(self.loader), "eval")
         pending, tick = None, time.perf_counter()
@@ -156,7 +152,6 @@ class Evaluator:
             counts = torch.as_tensor(np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device)
             self.metric.set_counts(distributed.all_reduce_sum(counts).cpu().numpy())
         model.train(was_training)
-        self.last_seconds = time.perf_counter() - t0
         return {k: float(v) for k, v in self.metric.compute().items()}
 
 
@@ -172,10 +167,10 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
     return out
 
 
-def evaluate(cfg: Config, model, checkpoint: str, dev: torch.device, normalize_on_device: bool, amp: AmpSettings,
-             progress: bool = False, sweep: bool = False) -> dict:
-    """The config's eval set through ``model`` (a torch module or an ``export.OnnxModel``): both eval paths' wiring."""
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), normalize_on_device)
+def evaluate(cfg: Config, pipeline: Compose, model, checkpoint: str, dev: torch.device, normalize_on_device: bool,
+             amp: AmpSettings, progress: bool = False, sweep: bool = False) -> dict:
+    """The config's eval set through ``model`` (torch or ``export.OnnxModel``): both eval paths' wiring."""
+    pipe, normalize = build.split_device_normalize(pipeline, normalize_on_device)
     loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, dev)
     post, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
     evaluator = Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress,
@@ -186,11 +181,9 @@ def evaluate(cfg: Config, model, checkpoint: str, dev: torch.device, normalize_o
 def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
                         progress: bool = False, sweep: bool = False) -> dict:
     """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep)."""
-    build.validate(cfg, ("eval",))
-    path = resolve_ckpt(cfg, ckpt)
+    pipeline = validate(cfg, ("eval",))["eval"]
+    model, path = build.load_model(cfg, ckpt)
     dev = pick_device(device)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
-    load_weights(model, path, "--ckpt" if ckpt else "eval.ckpt_load_path")
     model.to(dev).eval()
-    return evaluate(cfg, model, path, dev, is_accelerator(dev), amp_settings(cfg.system.amp_level_infer, dev.type),
-                    progress, sweep)
+    amp = amp_settings(cfg.system.amp_level_infer, dev.type)
+    return evaluate(cfg, pipeline, model, path, dev, is_accelerator(dev), amp, progress, sweep)

@@ -4,7 +4,7 @@ non-blocking) and normalises batch k+1 while batch k computes; on the CPU it is 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -17,8 +17,9 @@ class DeviceInput:
     memory, as accelerator convolutions prefer); float NCHW images (normalised in workers) pass through."""
 
     def __init__(self, device: torch.device, normalize: dict | None = None, channels_last: bool = False,
-                 image_key: str = "image"):
+                 image_key: str = "image", targets: Callable | None = None):
         self.device, self.image_key, self.channels_last = device, image_key, channels_last
+        self.targets = targets  # DeviceTargets: the DB maps from the batch's polygon arrays, made on the device
         self.mean = self.std = None
         self.swap_rb = False
         if normalize is not None:
@@ -40,13 +41,18 @@ class DeviceInput:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         out = {}
+        skip = self.targets.columns if self.targets is not None else ()
         for k, v in batch.items():
+            if k in skip:
+                continue
             if k == self.image_key and torch.is_tensor(v):
                 out[k] = self.images(v)
             elif torch.is_tensor(v) and k != "shape_list":
                 out[k] = v.to(self.device, non_blocking=True)
             else:
                 out[k] = v
+        if self.targets is not None:
+            out.update(self.targets(batch, out[self.image_key].shape[-2:], self.device))
         return out
 
 

@@ -10,8 +10,7 @@ from textdet.config.components import lookup
 
 def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
                  no_weight_decay_params: list[str] = ()) -> list[dict]:
-    """Split trainable parameters into decayed and non-decayed groups: with ``filter_bias_and_bn`` (MindOCR:
-    beta/gamma/bias names) every 1-D parameter gets no weight decay; nor do ``no_weight_decay_params``."""
+    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and ``no_weight_decay_params`` none."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -32,16 +31,9 @@ def _nesterov(groups, lr, momentum, **_):
     return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
 
 
-def _adam(groups, lr, beta1, beta2, eps, **_):
-    return torch.optim.Adam(groups, lr=lr, betas=(beta1, beta2), eps=eps)
-
-
-def _adamw(groups, lr, beta1, beta2, eps, **_):
-    return torch.optim.AdamW(groups, lr=lr, betas=(beta1, beta2), eps=eps)
-
-
-def _nadam(groups, lr, beta1, beta2, eps, **_):
-    return torch.optim.NAdam(groups, lr=lr, betas=(beta1, beta2), eps=eps)
+def _adam_like(cls: type[torch.optim.Optimizer]):
+    """Adam, AdamW and NAdam take MindOCR's beta1, beta2 and eps alike."""
+    return lambda groups, lr, beta1, beta2, eps, **_: cls(groups, lr=lr, betas=(beta1, beta2), eps=eps)
 
 
 def _rmsprop(groups, lr, momentum, eps, **_):
@@ -56,9 +48,9 @@ OPTIMIZERS = {
     "sgd": _sgd,
     "momentum": _sgd,
     "nesterov": _nesterov,
-    "adam": _adam,
-    "adamw": _adamw,
-    "nadam": _nadam,
+    "adam": _adam_like(torch.optim.Adam),
+    "adamw": _adam_like(torch.optim.AdamW),
+    "nadam": _adam_like(torch.optim.NAdam),
     "rmsprop": _rmsprop,
     "adagrad": _adagrad,
 }

@@ -16,8 +16,7 @@ _TRACES = ("train.log", "startup.json", "train_config.yaml", "tensorboard")
 
 
 def prepare_run_dir(run_dir: str, resuming: bool, overwrite: bool = False) -> None:
-    """Refuse a fresh run into a folder holding another run's results (or clear them with ``overwrite``).
-    A resumed run keeps everything; a fresh run starts its own logs."""
+    """Refuse a fresh run into a folder with another run's results (``overwrite`` clears them); resuming keeps all."""
     if not os.path.isdir(run_dir):
         return
     for f in os.listdir(run_dir):  # a write cut by a kill

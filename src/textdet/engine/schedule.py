@@ -55,9 +55,7 @@ SCHEDULES = {
 
 
 class LRSchedule:
-    """``schedule(step) -> lr`` for optimizer steps 0, 1, ...; linear warm-up then the named decay.
-    ``scheduler``: a name in ``SCHEDULES``; ``lr``: the peak; ``steps_per_epoch``: optimizer steps
-    (micro-batches / accumulation); the other arguments are MindOCR's scheduler keys."""
+    """``schedule(step) -> lr`` per optimizer step: linear warm-up, then the named decay (MindOCR's keys)."""
 
     def __init__(self, scheduler: str, lr: float, steps_per_epoch: int, num_epochs: int, warmup_epochs: float = 0,
                  warmup_factor: float = 0.0, min_lr: float = 1e-6, decay_epochs: float = 10, decay_rate: float = 0.9,
@@ -72,9 +70,7 @@ class LRSchedule:
                        warmup=self.warmup_epochs)
 
     def __call__(self, step: int) -> float:
-        epochs = step / self.steps_per_epoch
-        if self.stair:
-            epochs = math.floor(epochs)
+        epochs = math.floor(step / self.steps_per_epoch) if self.stair else step / self.steps_per_epoch
         if epochs < self.warmup_epochs:
             frac = epochs / self.warmup_epochs
             return self.lr * (self.warmup_factor + (1.0 - self.warmup_factor) * frac)

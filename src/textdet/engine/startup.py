@@ -8,6 +8,8 @@ import logging
 import os
 import time
 
+from textdet import textdet_home
+
 logger = logging.getLogger("textdet")
 
 
@@ -50,8 +52,7 @@ class StartupTimer:
     def table(self) -> str:
         width = max(len(k) for k in [*self.stages, *self.totals, "stage"])
         rows = [f"{'stage':<{width}}  seconds", f"{'-' * width}  -------"]
-        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in self.stages.items()]
-        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in self.totals.items()]
+        rows += [f"{k:<{width}}  {v:7.2f}" for k, v in {**self.stages, **self.totals}.items()]
         return "\n".join(rows)
 
     def to_dict(self) -> dict:
@@ -69,11 +70,10 @@ def enable_compile_cache() -> str:
     import getpass
     import tempfile
 
-    home = os.environ.get("TEXTDET_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "textdet")
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     torch_default = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
     if not current or current == torch_default:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home, "compile_cache")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(textdet_home(), "compile_cache")
     folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     os.makedirs(folder, exist_ok=True)
     try:
@@ -89,12 +89,9 @@ def enable_compile_cache() -> str:
 
 def want_compile(mode: str, system_mode: int, accelerator: bool) -> bool:
     """``--compile on/off/auto``: auto compiles when ``system.mode`` is 0 on an accelerator (minutes on CPU)."""
-    if mode == "on":
-        return True
-    if mode == "off" or system_mode == 1:
-        return False
+    if mode != "auto" or system_mode == 1:
+        return mode == "on"
     if not accelerator:
         logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
                     "(force it with --compile on)")
-        return False
-    return True
+    return accelerator

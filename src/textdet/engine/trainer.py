@@ -16,6 +16,7 @@ from torch import nn
 from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
+from textdet.data.device_targets import split_device_targets
 from textdet.device import is_accelerator, pick_device, synchronize
 from textdet.engine import build, distributed
 from textdet.engine.amp import LossScaler, amp_settings
@@ -33,12 +34,12 @@ from textdet.engine.checkpoint import (
 from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
-from textdet.engine.logs import EpochStats, MetricsWriter, setup_logging
+from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
 from textdet.engine.optim import build_optimizer
-from textdet.engine.report import banner, throughput_verdict
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
+from textdet.engine.validate import LOSS_COLUMNS, train_splits, validate
 from textdet.errors import ConfigError, TextdetError
 from textdet.models import count_parameters
 
@@ -50,13 +51,12 @@ class TrainingDiverged(TextdetError):
 
 
 class Trainer:
-    """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
-    ``device``: None picks CUDA when available; ``compile``: "auto" (system.mode 0 on CUDA), "on", "off";
-    ``progress``: tqdm bars (None: when stdout is a TTY); ``startup``: the CLI's launch timer;
-    ``overwrite``: a fresh run may replace another run's files in ``train.ckpt_save_dir``."""
+    """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains. ``compile``:
+    auto/on/off; ``progress`` None: when stdout is a TTY; ``pipelines``: what ``validate`` returned, None validates."""
 
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
-                 startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False):
+                 startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False,
+                 pipelines: dict | None = None):
         self.cfg, self.dry_run = cfg, dry_run
         self.startup = startup or StartupTimer()
         self.device = pick_device(device)
@@ -74,7 +74,7 @@ class Trainer:
         for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
             logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("device + checks setup")
-        self._build_data(resume_path)
+        self._build_data(resume_path, pipelines or validate(cfg, train_splits(cfg)))
         self._build_model(resume_path)
         self._build_optimisation()
         self._wrap(compile)
@@ -84,7 +84,7 @@ class Trainer:
         self.epoch_ckpts = EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep, cfg.system.ckpt_save_policy)
         if resume_path:
             self._resume(resume_path)
-        self.feed = DeviceInput(self.device, self.normalize, channels_last=True)
+        self.feed = DeviceInput(self.device, self.normalize, channels_last=True, targets=self.targets)
         self.evaluator = None
         if self.evaluate_enabled:
             eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
@@ -95,17 +95,19 @@ class Trainer:
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
-    def _build_data(self, resume_path: str | None) -> None:
-        """Checks first, then data: a typo or a wrong path fails in seconds, before any model is built."""
+    def _build_data(self, resume_path: str | None, pipelines: dict) -> None:
+        """Checks first (model and loss arguments too), then data: a typo or a wrong path fails in seconds."""
         cfg, dry_run = self.cfg, self.dry_run
-        build.validate(cfg, ("train", "eval") if cfg.system.val_while_train else ("train",))
+        build.check_model_specs(cfg)
+        self.loss_fn = build.build_loss_from_config(cfg)
         on_gpu = is_accelerator(self.device)
-        train_pipe, self.normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), on_gpu)
-        self.train_set = build.build_dataset(cfg, "train", train_pipe)
-        self.evaluate_enabled = cfg.system.val_while_train and bool(cfg.eval.dataset.transform_pipeline)
+        train_pipe, self.normalize = build.split_device_normalize(pipelines["train"], on_gpu)
+        train_pipe, self.targets = split_device_targets(train_pipe, cfg.train.targets_on_device, self.device)
+        self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None)
+        self.evaluate_enabled = "eval" in pipelines
         self.eval_set = None
         if self.evaluate_enabled:
-            eval_pipe, self.eval_normalize = build.split_device_normalize(build.build_pipeline(cfg, "eval"), on_gpu)
+            eval_pipe, self.eval_normalize = build.split_device_normalize(pipelines["eval"], on_gpu)
             self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
         self.train_loader = build.build_split_loader(cfg, "train", self.train_set, self.dist.rank,
                                                      self.dist.world_size, self.device)
@@ -131,7 +133,7 @@ class Trainer:
         model.to(self.device)
         model.to(memory_format=torch.channels_last)  # faster convolutions on GPUs and oneDNN CPUs alike
         self.model = model  # the raw module: checkpoints and EMA read it
-        self.loss_fn = build.build_loss_from_config(cfg).to(self.device)
+        self.loss_fn.to(self.device)
 
     def _build_optimisation(self) -> None:
         """Accumulation, LR schedule, optimizer, loss scaler and EMA."""
@@ -177,14 +179,10 @@ class Trainer:
     def _resume(self, path: str) -> None:
         ck = load_checkpoint(path, "model.resume")
         self.model.load_state_dict(model_state(ck))
-        if "optimizer" in ck:
-            self.optimizer.load_state_dict(ck["optimizer"])
-        if "scaler" in ck:
-            self.scaler.load_state_dict(ck["scaler"])
-        if self.ema is not None and ck.get("ema"):
-            self.ema.load_state_dict(ck["ema"])
-        if "epoch_ckpts" in ck:
-            self.epoch_ckpts.load_state_dict(ck["epoch_ckpts"])
+        for key, part in (("optimizer", self.optimizer), ("scaler", self.scaler), ("ema", self.ema),
+                          ("epoch_ckpts", self.epoch_ckpts)):
+            if part is not None and ck.get(key):
+                part.load_state_dict(ck[key])
         self.epoch, self.step_in_epoch = int(ck.get("epoch", 0)), int(ck.get("step_in_epoch", 0))
         self.global_step = int(ck.get("step", 0))
         self.best = float(ck.get("best_metric", -math.inf))
@@ -287,7 +285,7 @@ class Trainer:
         with no_sync():
             with self.amp.context():
                 preds = self.forward_model(batch["image"])
-            losses = self.loss_fn(preds, **{k: batch[k] for k in build.LOSS_COLUMNS if k in batch})
+            losses = self.loss_fn(preds, **{k: batch[k] for k in LOSS_COLUMNS if k in batch})
             self.scaler.scale_loss(losses["loss"] / self.accum).backward()
         return losses
 

@@ -1,11 +1,10 @@
 """DBNet loss: balanced BCE with per-image OHEM on P, masked L1 on T, Dice on B (MindOCR's DBLoss).
-
 Every term runs in fp32 with autocast off (DB losses in fp16 diverge, PaddleOCR #10874); BCE uses P's logits
-when given. No host sync (no ``.item()``, no data-dependent shapes), so it fits a compiled/CUDA-graph step.
-"""
+when given. No host sync (no ``.item()``, no data-dependent shapes), so it fits a compiled/CUDA-graph step."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 
 import torch
@@ -42,12 +41,8 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
 
 
 def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
-    """Select exactly ``k[i]`` of the largest ``valid`` entries per row of ``values``, with no sort or host sync.
-
-    The k-th largest is found by bisection over float32 bit patterns (exact, 31 compare + sum passes); ties at it
-    are kept in index order. values float (N, M) >= 0 where valid; valid bool (N, M); k int (N,) with
-    ``0 <= k[i] <= valid[i].sum()``. Returns bool (N, M) with ``k[i]`` True entries in row i.
-    """
+    """bool (N, M): exactly ``k[i]`` (int (N,)) of the largest ``valid`` (bool (N, M)) entries per row of ``values``
+    (float (N, M) >= 0), ties in index order; bisection over float32 bit patterns, no sort or host sync."""
     bits = values.detach().float().abs().contiguous().view(torch.int32)  # abs() turns -0.0 into +0.0
     bits = torch.where(valid, bits, torch.full_like(bits, -1))  # never counted: every threshold is >= 0
     k = k.to(torch.int32).unsqueeze(1)  # int32 counts: summing bools into int32 is ~2x faster than int64
@@ -65,13 +60,9 @@ def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
 
 
 class DBLoss(nn.Module):
-    """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)``; ``L = L_prob`` when only P is given.
-
-    ``L_prob``: balanced BCE keeping the ``min(#neg, floor(negative_ratio * npos))`` hardest negatives per image
-    (``min_negatives`` for an image without text), or Dice when ``bce_replace="diceloss"``; ``L_thresh``: masked
-    L1 on T over ``thresh_mask``; ``L_binary``: Dice on B over ``mask``. Exact formula and the difference from
-    MindOCR: docs/DESIGN_NOTES.md. Returns the unscaled terms next to ``"loss"``; absent terms are zeros.
-    """
+    """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)`` (``L_prob`` alone when only P is given):
+    balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/DESIGN_NOTES.md. Unscaled terms are returned
+    next to ``"loss"``."""
 
     def __init__(
         self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
@@ -81,9 +72,8 @@ class DBLoss(nn.Module):
         if bce_replace not in _BCE_REPLACE:
             raise ValueError(f"DBLoss: bce_replace must be one of {list(_BCE_REPLACE)}, got {bce_replace!r}")
         if negative_ratio < 0 or min_negatives < 0:
-            raise ValueError(
-                f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, {min_negatives}"
-            )
+            raise ValueError(f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, "
+                             f"{min_negatives}")
         self.eps = float(eps)
         self.l1_scale = float(l1_scale)
         self.bce_scale = float(bce_scale)
@@ -92,10 +82,7 @@ class DBLoss(nn.Module):
         self.min_negatives = int(min_negatives)
 
     def extra_repr(self) -> str:
-        return (
-            f"eps={self.eps}, l1_scale={self.l1_scale}, bce_scale={self.bce_scale}, bce_replace={self.bce_replace!r}, "
-            f"negative_ratio={self.negative_ratio}, min_negatives={self.min_negatives}"
-        )
+        return ", ".join(f"{k}={getattr(self, k)!r}" for k in inspect.signature(DBLoss).parameters)
 
     def balanced_bce(self, pred: Tensor, gt: Tensor, mask: Tensor, logits: Tensor | None = None) -> Tensor:
         """Balanced BCE with per-image OHEM; pred, gt, mask fp32 (N, H, W), pred in [0, 1]; logits of pred."""
@@ -121,11 +108,9 @@ class DBLoss(nn.Module):
         thresh_mask: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """Compute the DB loss: ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
-
         ``preds``: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T, B optional; optional ``"binary_logits"``),
         probabilities (N, 1, H, W), or a bare tensor P. ``binary_map`` (N, [1,] H, W) 0/1; ``mask`` (N, H, W) 0 where
-        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given.
-        """
+        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given."""
         if isinstance(preds, Tensor):
             preds = {"binary": preds}
         if "binary" not in preds:

@@ -1,10 +1,6 @@
-"""Text-detection metric pooled over a data set: ICDAR2015 (default), DetEval or TIoU matching.
-
-Per image as the official ICDAR2015 ``script.py`` (integer-truncated shapely polygons, ``###`` don't-care,
-greedy one-to-one matching with ``IoU > iou_thresh``); counts pooled over images, each ratio 0 when its
-denominator is 0. DetEval and TIoU share the polygons, don't-care rule and pooling and give fractional credit.
-The full rules and where they differ from MindOCR: docs/DESIGN_NOTES.md.
-"""
+"""Text-detection metric pooled over a data set: ICDAR2015 (the official ``script.py``'s rules, the default), DetEval
+or TIoU matching on integer-truncated polygons with ``###`` don't-care (rules and MindOCR differences:
+docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
@@ -24,9 +20,7 @@ def to_polygon(points: Any) -> Polygon:
     if p.shape[0] < 3 or not np.isfinite(p).all():
         return Polygon()
     poly = Polygon(np.trunc(p))
-    if not poly.is_valid:
-        poly = poly.buffer(0)
-    return poly
+    return poly if poly.is_valid else poly.buffer(0)
 
 
 def _polygon_array(polys: Sequence[Any]) -> np.ndarray:
@@ -43,12 +37,7 @@ def _overlap_areas(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return out
     ba, bb = shapely.bounds(a), shapely.bounds(b)  # (xmin, ymin, xmax, ymax), NaN for empty
     with np.errstate(invalid="ignore"):
-        touch = (
-            (ba[:, None, 0] < bb[None, :, 2])
-            & (bb[None, :, 0] < ba[:, None, 2])
-            & (ba[:, None, 1] < bb[None, :, 3])
-            & (bb[None, :, 1] < ba[:, None, 3])
-        )
+        touch = ((ba[:, None, :2] < bb[None, :, 2:]) & (bb[None, :, :2] < ba[:, None, 2:])).all(axis=2)
     ia, ib = np.nonzero(touch)
     if len(ia):
         out[ia, ib] = shapely.area(shapely.intersection(a[ia], b[ib]))
@@ -62,8 +51,7 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def _geometry(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any, dontcare_precision: float) -> tuple:
     """Polygons, areas, GT x det intersections, ignore tags and don't-care detections (> ``dontcare_precision``
-    of the area in one don't-care GT): what every protocol needs.
-    """
+    of the area in one don't-care GT): what every protocol needs."""
     ignore = np.zeros(len(gts), dtype=bool) if ignore_tags is None else np.asarray(ignore_tags, dtype=bool).reshape(-1)
     if ignore.shape[0] != len(gts):
         raise ValueError(f"DetMetric: {len(gts)} GT polygons but {ignore.shape[0]} ignore tags")
@@ -91,10 +79,7 @@ def evaluate_image(
     dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
     area_precision_constraint: float = 0.5,
 ) -> tuple[int, int, int]:
-    """ICDAR2015 counts ``(tp, n_care_det, n_care_gt)`` for one image.
-
-    ``dets``/``gts``: polygons, each (P, 2) x then y; ``ignore_tags``: (len(gts),) bool, True = don't-care, or None.
-    """
+    """ICDAR2015 counts ``(tp, n_care_det, n_care_gt)`` of one image; ``ignore_tags``: don't-care ``gts``, or None."""
     _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
     pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)[1]
     return len(pairs), int(len(dets) - dontcare.sum()), int((~ignore).sum())
@@ -103,10 +88,8 @@ def evaluate_image(
 def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
                area_precision_constraint: float = 0.5) -> tuple[float, float, int, int]:
     """TIoU (Liu et al., CVPR 2019) for one image: ``(recall sum, precision sum, n_care_det, n_care_gt)``.
-
     ICDAR2015 matching; a match (G, D) adds ``IoU * f(Ct / |G|)`` to recall (Ct: the part of G that D misses) and
-    ``IoU * f(Ot / |D|)`` to precision (Ot: D's cover of every other GT it touches, as the public TIoU script).
-    """
+    ``IoU * f(Ot / |D|)`` to precision (Ot: D's cover of every other GT it touches, as the public TIoU script)."""
     g, d, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
     iou, pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)
     recall = precision = 0.0
@@ -123,8 +106,7 @@ def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = No
                   area_precision: float = 0.4, split_weight: float = 0.8, merge_weight: float = 1.0,
                   center_diff: float = 1.0) -> tuple[float, float, int, int]:
     """DetEval (Wolf & Jolion 2006) as the ICDAR 2013 script, on polygons: ``(recall sum, precision sum, n_care_det,
-    n_care_gt)`` for one image. One-to-one, split and merge rules (r >= 0.8, p >= 0.4): docs/DESIGN_NOTES.md.
-    """
+    n_care_gt)`` for one image. One-to-one, split and merge rules (r >= 0.8, p >= 0.4): docs/DESIGN_NOTES.md."""
     _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision)
     r, p = _ratio(inter, ga[:, None]), _ratio(inter, da[None, :])
     ok = (r >= area_recall) & (p >= area_precision)
@@ -162,18 +144,15 @@ PROTOCOLS = {"icdar15": evaluate_image, "deteval": deteval_image, "tiou": tiou_i
 
 class DetMetric:
     """Pooled recall / precision / f-score over every image passed to :meth:`update`.
-
     ``main_indicator``: the key that picks the best checkpoint; ``iou_thresh``: a match needs IoU strictly above
     it; ``area_precision_constraint``: a detection is don't-care above this fraction inside one don't-care GT
-    (DetEval uses its own 0.4); ``protocol``: a key of PROTOCOLS ("icdar15", "deteval", "tiou").
-    """
+    (DetEval uses its own 0.4); ``protocol``: a key of PROTOCOLS ("icdar15", "deteval", "tiou")."""
 
     def __init__(self, main_indicator: str = "f-score", iou_thresh: float = 0.5,
                  area_precision_constraint: float = 0.5, protocol: str = "icdar15") -> None:
         if main_indicator not in ("recall", "precision", "f-score"):
-            raise ValueError(
-                f"DetMetric: main_indicator must be 'recall', 'precision' or 'f-score', got {main_indicator!r}"
-            )
+            raise ValueError(f"DetMetric: main_indicator must be 'recall', 'precision' or 'f-score', got "
+                             f"{main_indicator!r}")
         if protocol not in PROTOCOLS:
             raise ValueError(f"DetMetric: protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         self.main_indicator, self.protocol = main_indicator, protocol
@@ -188,13 +167,10 @@ class DetMetric:
 
     def update(self, preds: Sequence[Any], gts: Sequence[Sequence[Any]], ignore_tags: Sequence[Any]) -> None:
         """Add a batch: per image, ``preds`` (polygons (P, 2) or a post-process dict with "polys"), ``gts``
-        (polygons (P, 2)) and ``ignore_tags`` ((len(gts[i]),) bool, True = ``###``; None: no don't-care GT).
-        """
+        (polygons (P, 2)) and ``ignore_tags`` ((len(gts[i]),) bool, True = ``###``; None: no don't-care GT)."""
         if not (len(preds) == len(gts) == len(ignore_tags)):
-            raise ValueError(
-                f"DetMetric.update: batch sizes differ: {len(preds)} preds, {len(gts)} gts, "
-                f"{len(ignore_tags)} ignore_tags"
-            )
+            raise ValueError(f"DetMetric.update: batch sizes differ: {len(preds)} preds, {len(gts)} gts, "
+                             f"{len(ignore_tags)} ignore_tags")
         kwargs = {} if self.protocol == "deteval" else {
             "iou_thresh": self.iou_thresh, "area_precision_constraint": self.area_precision_constraint}
         for dets, gt, ignore in zip(preds, gts, ignore_tags, strict=True):

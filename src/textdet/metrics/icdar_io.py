@@ -1,22 +1,18 @@
-"""Read ICDAR2015 GT / result files (folder or zip) or MindOCR label files, and score them.
-
-UTF-8 (BOM dropped, blank lines skipped): ``gt_img_N.txt`` lines ``x1,y1,...,x4,y4,transcription`` (commas
-allowed in it, ``###`` don't-care); ``res_img_N.txt`` lines ``x1,...,y4[,confidence]``; MindOCR label files
-``path<TAB>json`` (GT dicts, ``###``/``*`` don't-care, or point lists for predictions). Images pair by stem
-without a ``gt_``/``res_`` prefix (``img_12``).
-"""
+"""Read ICDAR2015 GT / result files (folder or zip; lines in ``textdet.icdar``) or MindOCR label files (GT dicts,
+``###``/``*`` don't-care, or point lists for predictions), and score them; images pair by stem (``img_12``)."""
 
 from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from textdet.errors import DataError
+from textdet.icdar import parse_gt, parse_result
 from textdet.metrics.det_metric import DetMetric
 
 ICDAR_IGNORE = ("###",)
@@ -52,43 +48,17 @@ def _decode(data: bytes, where: str) -> str:
         raise DataError(f"{where}: not UTF-8 text ({e})") from e
 
 
-def _coords(fields: list[str], where: str) -> np.ndarray:
-    try:
-        values = [float(f) for f in fields]
-    except ValueError as e:
-        raise DataError(f"{where}: expected 8 numbers x1,y1,...,x4,y4, got {','.join(fields)!r}") from e
-    return np.asarray(values, dtype=np.float32).reshape(4, 2)
-
-
 def parse_icdar_gt(text: str, where: str) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
     """Parse a ``gt_img_N.txt`` body -> (polys (4, 2) float32, ignore tags bool, transcriptions)."""
-    polys, texts = [], []
-    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.strip().split(",", 8)
-        if len(fields) < 9:
-            raise DataError(f"{where} line {line_no}: expected x1,y1,...,x4,y4,transcription, got {line!r}")
-        polys.append(_coords(fields[:8], f"{where} line {line_no}"))
-        texts.append(fields[8])
-    return polys, np.array([t in ICDAR_IGNORE for t in texts], dtype=bool), texts
+    rows = parse_gt(text, where)
+    texts = [t for _, t in rows]
+    return [np.asarray(q, np.float32) for q, _ in rows], np.array([t in ICDAR_IGNORE for t in texts], bool), texts
 
 
 def parse_icdar_result(text: str, where: str) -> tuple[list[np.ndarray], list[float]]:
     """Parse a ``res_img_N.txt`` body -> (polys (4, 2) float32, confidences; NaN where absent)."""
-    polys, scores = [], []
-    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.strip().split(",")
-        if len(fields) not in (8, 9):
-            raise DataError(f"{where} line {line_no}: expected 8 coordinates and an optional confidence, got {line!r}")
-        polys.append(_coords(fields[:8], f"{where} line {line_no}"))
-        try:
-            scores.append(float(fields[8]) if len(fields) == 9 else float("nan"))
-        except ValueError as e:
-            raise DataError(f"{where} line {line_no}: confidence {fields[8]!r} is not a number") from e
-    return polys, scores
+    rows = parse_result(text, where)
+    return [np.asarray(q, np.float32) for q, _ in rows], [s for _, s in rows]
 
 
 def _label_entries(path: Path) -> Iterator[tuple[str, Any, str]]:
@@ -97,7 +67,7 @@ def _label_entries(path: Path) -> Iterator[tuple[str, Any, str]]:
     for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        where = f"{path} line {line_no}"
+        where = f"{path}:{line_no}"
         name, sep, payload = line.partition("\t")
         if not sep:
             raise DataError(f"{where}: expected 'image_path<TAB>json', found no tab")
@@ -115,59 +85,51 @@ def _points(value: Any, where: str) -> np.ndarray:
     return arr
 
 
-def _put(table: dict, key: str, value: Any, where: str) -> None:
-    if key in table:
-        raise DataError(f"{where}: image id {key!r} appears twice")
-    table[key] = value
+def _load(path: str | Path, what: str, prefix: str, from_label: Callable, from_text: Callable) -> dict:
+    """Per image id: ``from_label`` of each label-file line, or ``from_text`` of each ``{prefix}*.txt`` (folder/zip)."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such {what} file or folder")
+    if path.is_file() and not zipfile.is_zipfile(path):
+        rows = ((key, from_label(items, where), where) for key, items, where in _label_entries(path))
+    else:
+        rows = ((_image_id(where.rsplit(":", 1)[-1], prefix), from_text(text, where), where)
+                for where, text in _text_files(path, prefix))
+    table: dict = {}
+    for key, value, where in rows:
+        if key in table:
+            raise DataError(f"{where}: image id {key!r} appears twice")
+        table[key] = value
+    return table
+
+
+def _gt_items(items: Any, where: str) -> tuple[list[np.ndarray], np.ndarray]:
+    if not isinstance(items, list) or not all(isinstance(i, dict) and "points" in i for i in items):
+        raise DataError(f"{where}: expected a list of {{'transcription', 'points'}} objects")
+    ignore = np.array([i.get("transcription", "") in LABEL_IGNORE for i in items], dtype=bool)
+    return [_points(i["points"], where) for i in items], ignore
+
+
+def _pred_items(items: Any, where: str) -> tuple[list[np.ndarray], str]:
+    if not isinstance(items, list):
+        raise DataError(f"{where}: expected a list of polygons")
+    return [_points(i.get("points") if isinstance(i, dict) else i, where) for i in items], where
 
 
 def load_gt(path: str | Path) -> GtTable:
     """GT per image id from a folder / zip of ``gt_*.txt`` files, or from a MindOCR label file."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such GT file or folder")
-    table: GtTable = {}
-    if path.is_file() and not zipfile.is_zipfile(path):
-        for key, items, where in _label_entries(path):
-            if not isinstance(items, list) or not all(isinstance(i, dict) and "points" in i for i in items):
-                raise DataError(f"{where}: expected a list of {{'transcription', 'points'}} objects")
-            polys = [_points(i["points"], where) for i in items]
-            ignore = np.array([i.get("transcription", "") in LABEL_IGNORE for i in items], dtype=bool)
-            _put(table, key, (polys, ignore), where)
-        return table
-    for where, text in _text_files(path, "gt_"):
-        polys, ignore, _ = parse_icdar_gt(text, where)
-        _put(table, _image_id(where.rsplit(":", 1)[-1], "gt_"), (polys, ignore), where)
-    return table
+    return _load(path, "GT", "gt_", _gt_items, lambda text, where: parse_icdar_gt(text, where)[:2])
 
 
 def load_preds(path: str | Path) -> PredTable:
     """Detections per image id from a folder / zip of ``res_*.txt`` files, or a MindOCR-style result file."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such result file or folder")
-    table: PredTable = {}
-    if path.is_file() and not zipfile.is_zipfile(path):
-        for key, items, where in _label_entries(path):
-            if not isinstance(items, list):
-                raise DataError(f"{where}: expected a list of polygons")
-            polys = [_points(i.get("points") if isinstance(i, dict) else i, where) for i in items]
-            _put(table, key, (polys, where), where)
-        return table
-    for where, text in _text_files(path, "res_"):
-        polys, _ = parse_icdar_result(text, where)
-        _put(table, _image_id(where.rsplit(":", 1)[-1], "res_"), (polys, where), where)
-    return table
+    return _load(path, "result", "res_", _pred_items, lambda text, where: (parse_icdar_result(text, where)[0], where))
 
 
 def evaluate_files(gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5,
                    protocol: str = "icdar15") -> dict[str, Any]:
-    """Score detections against GT with :class:`DetMetric` (``protocol``: icdar15, deteval or tiou).
-
-    A GT image without detections has none; detections for an image without GT raise DataError naming the file.
-    Returns ``{"recall", "precision", "f-score", "tp", "n_gt", "n_det", "images", "protocol"}`` (care counts;
-    ``tp`` is the recall credit, fractional for deteval/tiou).
-    """
+    """Score detections against GT with :class:`DetMetric` (``protocol``: icdar15, deteval or tiou): its scores plus
+    care counts ``tp`` (recall credit), ``n_gt``, ``n_det``, ``images``; detections of an image without GT fail."""
     gts, preds = load_gt(gt), load_preds(pred)
     orphans = sorted(set(preds) - set(gts))
     if orphans:

@@ -1,8 +1,6 @@
 """DBNet post-processing: probability map -> scored text boxes or polygons, in original-image pixels.
-
 Follows MindOCR's ``DBPostprocess`` (PaddleOCR's) step by step in numpy/cv2: threshold, contours, box/polygon,
-score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Quads come out TL, TR, BR, BL.
-"""
+score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Quads come out TL, TR, BR, BL."""
 
 from __future__ import annotations
 
@@ -14,12 +12,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from textdet.checks import component_repr
+from textdet.config.components import component_repr
 from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, unclip_distance
 
 _BOX_TYPES = ("quad", "poly")
-_REPR_FIELDS = ("box_type", "binary_thresh", "box_thresh", "max_candidates", "expand_ratio", "score_mode",
-                "use_dilation", "pred_name")
 _SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)
 _POLY_EPSILON = 0.005  # approxPolyDP tolerance as a fraction of the contour length (MindOCR)
@@ -28,17 +24,21 @@ _VECTORISE_FROM = 40  # boxes per map from which numpy beats pure Python (see _f
 _BUFFERS = threading.local()  # per-thread reusable threshold output (a fresh 1 MB array costs page faults)
 
 
+def _nhw(x: Any, floats: bool) -> np.ndarray:
+    """A tensor or array, (N,1,H,W) or (N,H,W) -> numpy (N, H, W) (float32 when ``floats``), no copy if possible."""
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
+        x = x.detach().float().cpu().numpy() if floats else x.detach().cpu().numpy()
+    x = np.asarray(x, dtype=np.float32 if floats else None)
+    return x[:, 0] if x.ndim == 4 and x.shape[1] == 1 else x
+
+
 def _to_numpy_maps(pred: Any, pred_name: str) -> np.ndarray:
-    """Model output dict / tensor / array, (N,1,H,W) or (N,H,W) -> float32 numpy (N, H, W), no copy if possible."""
+    """Model output dict / tensor / array, (N,1,H,W) or (N,H,W) -> float32 numpy (N, H, W)."""
     if isinstance(pred, Mapping):
         if pred_name not in pred:
             raise KeyError(f"DBPostprocess: prediction has no {pred_name!r} map; keys: {sorted(pred)}")
         pred = pred[pred_name]
-    if hasattr(pred, "detach"):  # torch.Tensor, without importing torch here
-        pred = pred.detach().float().cpu().numpy()
-    maps = np.asarray(pred, dtype=np.float32)
-    if maps.ndim == 4 and maps.shape[1] == 1:
-        maps = maps[:, 0]
+    maps = _nhw(pred, floats=True)
     if maps.ndim != 3:
         raise ValueError(f"DBPostprocess: expected a map of shape (N,1,H,W) or (N,H,W), got {maps.shape}")
     return maps
@@ -46,11 +46,7 @@ def _to_numpy_maps(pred: Any, pred_name: str) -> np.ndarray:
 
 def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A given bitmap (bool / uint8 / any integer; tensor or array; (N,1,H,W) or (N,H,W)) -> uint8 (N, H, W)."""
-    if hasattr(bitmap, "detach"):
-        bitmap = bitmap.detach().cpu().numpy()
-    bitmap = np.asarray(bitmap)
-    if bitmap.ndim == 4 and bitmap.shape[1] == 1:
-        bitmap = bitmap[:, 0]
+    bitmap = _nhw(bitmap, floats=False)
     if bitmap.shape != tuple(shape):
         raise ValueError(f"DBPostprocess: 'bitmap' must have the map's shape {tuple(shape)}, got {bitmap.shape}")
     if bitmap.dtype == np.bool_:
@@ -63,8 +59,7 @@ def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None) -> np.ndarray:
-    """``(prob >= thresh)`` as a uint8 (H, W) 0/1 bitmap in ``out`` (or a per-thread buffer that the thread's next
-    call overwrites)."""
+    """``prob >= thresh`` as uint8 (H, W) into ``out``, else a per-thread buffer (overwritten by the next call)."""
     if out is None:
         out = getattr(_BUFFERS, "bitmap", None)
         if out is None or out.shape != prob.shape:
@@ -75,10 +70,8 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
 
 def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
     """MindOCR's quad unclip of ``minAreaRect`` results -> the unclipped ``minAreaRect`` results.
-
     Computed directly from the truncated corners pyclipper would offset (docs/DESIGN_NOTES.md), at a fraction of
-    pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's.
-    """
+    pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's."""
     quads = np.array([cv2.boxPoints(rect) for rect in rects], dtype=np.int32).astype(np.float64)  # (N, 4, 2)
     w, h = np.array([rect[1] for rect in rects]).T
     ends = quads[:, [1, 2, 3, 0]]  # boxPoints' corner order turns positively: (dy, -dx) points outwards
@@ -104,22 +97,15 @@ def _mean_inside(prob: np.ndarray, poly: np.ndarray) -> float:
 
 
 class DBPostprocess:
-    """Extract text boxes (``box_type="quad"``) or polygons (``"poly"``) from DBNet's probability map.
+    """Text boxes (``box_type="quad"``, TL, TR, BR, BL) or polygons (``"poly"``) from DBNet's probability map.
 
     Args:
-        box_type: "quad" (4 points TL, TR, BR, BL) or "poly" (the unclipped contour approximation).
-        binary_thresh: pixels with ``P >= binary_thresh`` are text.
-        box_thresh: candidates whose score is below this are dropped.
-        max_candidates: at most this many contours are examined per image.
-        expand_ratio: unclip ratio r in ``D = area * r / perimeter``.
-        score_mode: "bitmap" (default, MindOCR's score: mean of P over the foreground bitmap pixels in the
-            contour's bounding box; what MindOCR configs' ``box_thresh`` is calibrated for), "fast"
-            (PaddleOCR's: mean of P inside the min-area box / approximated polygon) or "slow" (PaddleOCR's:
-            mean of P inside the contour). See docs/DESIGN_NOTES.md.
-        use_dilation: dilate the bitmap with a 2x2 kernel before finding contours ("bitmap" scores still
-            use the undilated foreground ``P >= binary_thresh``).
-        pred_name: which map of a model output dict to use.
-        rescale_fields: accepted for MindOCR configs (``["polys"]``); the polygons are always rescaled.
+        binary_thresh: pixels with ``P >= binary_thresh`` are text; box_thresh: lower-scoring candidates are dropped.
+        max_candidates: contours examined per image; expand_ratio: unclip ratio r in ``D = area * r / perimeter``.
+        score_mode: "bitmap" (MindOCR's, what its ``box_thresh`` values are calibrated for), "fast" or "slow"
+            (PaddleOCR's); see docs/DESIGN_NOTES.md.
+        use_dilation: dilate the bitmap (2x2) before finding contours ("bitmap" scores use the undilated one).
+        pred_name: the map of a model output dict; rescale_fields: accepted for MindOCR configs, always rescaled.
     """
 
     def __init__(self, box_type: str = "quad", binary_thresh: float = 0.3, box_thresh: float = 0.7,
@@ -144,26 +130,23 @@ class DBPostprocess:
         self.pred_name = pred_name
         self.rescale_fields = list(rescale_fields) if rescale_fields is not None else ["polys"]
 
-    def __repr__(self) -> str:
-        return component_repr(self, **{k: getattr(self, k) for k in _REPR_FIELDS})
+    __repr__ = component_repr
 
     def __call__(self, pred: Any, shape_list: Any = None) -> list[dict[str, list]]:
         """``pred``: output dict (``pred_name``; optional ``"bitmap"``, the precomputed ``P >= binary_thresh``, bool or
         uint8) or a tensor/array (N,1,H,W)/(N,H,W); ``shape_list``: (N, 4) ``[src_h, src_w, scale_h, scale_w]`` or
         None (map pixels). Returns per image ``{"polys": list of float32 (P, 2), "scores": list of float}``."""
         maps = _to_numpy_maps(pred, self.pred_name)
-        bitmaps = None
-        if isinstance(pred, Mapping) and pred.get("bitmap") is not None:
-            bitmaps = _to_numpy_bitmaps(pred["bitmap"], maps.shape)
+        given = isinstance(pred, Mapping) and pred.get("bitmap") is not None
+        bitmaps = _to_numpy_bitmaps(pred["bitmap"], maps.shape) if given else None
         shapes = None
         if shape_list is not None:
             if hasattr(shape_list, "detach"):
                 shape_list = shape_list.detach().cpu().numpy()
             shapes = np.asarray(shape_list, dtype=np.float64).reshape(-1, 4) if np.size(shape_list) else None
             if shapes is None or shapes.shape[0] != maps.shape[0]:
-                raise ValueError(
-                    f"DBPostprocess: shape_list must be (N, 4) with N = {maps.shape[0]}, got {np.shape(shape_list)}"
-                )
+                raise ValueError(f"DBPostprocess: shape_list must be (N, 4) with N = {maps.shape[0]}, got "
+                                 f"{np.shape(shape_list)}")
             if not (shapes > 0).all():
                 raise ValueError(f"DBPostprocess: shape_list values must be > 0, got {shapes.tolist()}")
             shapes = shapes.tolist()
