@@ -29,7 +29,7 @@ from textdet.data.targets import BorderMap, ShrinkBinaryMap
 from textdet.engine import build
 from textdet.engine.feed import DeviceInput
 from textdet.errors import ConfigError, SampleError
-from textdet.loss import build_loss
+from textdet.loss import DBLoss
 
 RECT = np.array([[20, 30], [120, 30], [120, 70], [20, 70]], dtype=np.float32)
 CPU = torch.device("cpu")
@@ -169,7 +169,7 @@ def test_feed_builds_the_maps_of_the_cpu_pipeline_and_the_same_loss(synth_root, 
     gen = torch.Generator().manual_seed(0)
     shape = (4, 1, *ref["image"].shape[-2:])
     preds = {k: torch.rand(shape, generator=gen) for k in ("binary", "thresh", "thresh_binary")}
-    loss = build_loss("DBLoss")
+    loss = DBLoss()
     maps = ("binary_map", "mask", "thresh_map", "thresh_mask")
     expected = loss(preds, **{k: ref[k] for k in maps})["loss"]
     got = loss(preds, **{k: dev[k] for k in maps})["loss"]

@@ -9,8 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from textdet.config.components import build_component
 from textdet.errors import ConfigError
-from textdet.loss import LOSSES, DBLoss, build_loss, topk_mask
+from textdet.loss import LOSSES, DBLoss, topk_mask
 
 
 def _targets(n: int = 2, h: int = 16, w: int = 16) -> dict[str, torch.Tensor]:
@@ -171,10 +172,10 @@ def test_bad_inputs_and_build_loss():
             torch.ones(1, 4, 4),
         )
     assert LOSSES == {"DBLoss": DBLoss}
-    assert build_loss("DBLoss", bce_scale=1).bce_scale == 1.0
+    assert build_component(LOSSES, "DBLoss", {"bce_scale": 1}, "loss", "loss").bce_scale == 1.0
     with pytest.raises(ConfigError, match="DBLoss"):
-        build_loss("DiceLoss")
+        build_component(LOSSES, "DiceLoss", {}, "loss", "loss")
     with pytest.raises(ConfigError, match="alpha"):
-        build_loss("DBLoss", alpha=1)
+        build_component(LOSSES, "DBLoss", {"alpha": 1}, "loss", "loss")
     with pytest.raises(ConfigError, match="bce_replace"):
-        build_loss("DBLoss", bce_replace="x")
+        build_component(LOSSES, "DBLoss", {"bce_replace": "x"}, "loss", "loss")

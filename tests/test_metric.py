@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from textdet.config.components import build_component
 from textdet.errors import ConfigError, DataError
-from textdet.metrics import METRICS, DetMetric, build_metric, evaluate_files, evaluate_image, load_gt
+from textdet.metrics import METRICS, DetMetric, evaluate_files, evaluate_image, load_gt
 from textdet.metrics.icdar_io import parse_icdar_gt, parse_icdar_result
 
 
@@ -159,11 +160,12 @@ def test_bad_inputs_and_build_metric():
     with pytest.raises(ValueError, match="ignore tags"):
         evaluate_image([], [box(0, 0, 1, 1)], [False, True])
     assert METRICS == {"DetMetric": DetMetric}
-    assert build_metric("DetMetric", main_indicator="f-score").main_indicator == "f-score"
+    metric = build_component(METRICS, "DetMetric", {"main_indicator": "f-score"}, "metric", "metric")
+    assert metric.main_indicator == "f-score"
     with pytest.raises(ConfigError, match="DetMetric"):
-        build_metric("HmeanIOU")
+        build_component(METRICS, "HmeanIOU", {}, "metric", "metric")
     with pytest.raises(ConfigError, match="device_num"):
-        build_metric("DetMetric", device_num=8)
+        build_component(METRICS, "DetMetric", {"device_num": 8}, "metric", "metric")
 
 
 # ---------------------------------------------------------------- ICDAR files

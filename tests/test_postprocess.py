@@ -8,10 +8,11 @@ import pyclipper
 import pytest
 import torch
 
+from textdet.config.components import build_component
 from textdet.errors import ConfigError
 from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, shrink_distance
 from textdet.metrics import DetMetric
-from textdet.postprocess import POSTPROCESSES, DBPostprocess, build_postprocess
+from textdet.postprocess import POSTPROCESSES, DBPostprocess
 from textdet.postprocess import db_postprocess as dbp
 
 
@@ -165,12 +166,13 @@ def test_bad_arguments():
     with pytest.raises(KeyError, match="thresh"):
         DBPostprocess(pred_name="thresh")({"binary": np.zeros((1, 8, 8))})
     assert POSTPROCESSES == {"DBPostprocess": DBPostprocess}
-    pp = build_postprocess("DBPostprocess", box_type="poly", rescale_fields=["polys"])
+    spec = {"box_type": "poly", "rescale_fields": ["polys"]}
+    pp = build_component(POSTPROCESSES, "DBPostprocess", spec, "postprocess", "postprocess")
     assert pp.box_type == "poly"
     with pytest.raises(ConfigError, match="DBPostprocess"):
-        build_postprocess("EASTPostprocess")
+        build_component(POSTPROCESSES, "EASTPostprocess", {}, "postprocess", "postprocess")
     with pytest.raises(ConfigError, match="unclip_ratio"):
-        build_postprocess("DBPostprocess", unclip_ratio=2.0)
+        build_component(POSTPROCESSES, "DBPostprocess", {"unclip_ratio": 2.0}, "postprocess", "postprocess")
 
 
 def _l_and_square() -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from textdet.config import Config
+from textdet.config.components import build_component
 from textdet.config.loader import located
 from textdet.data.decode import DecodeImage
 from textdet.data.pipeline import build_transforms
@@ -30,7 +31,7 @@ from textdet.engine import build
 from textdet.engine.amp import AmpSettings, amp_settings
 from textdet.errors import ConfigError, DataError, TextdetError
 from textdet.export import OnnxModel
-from textdet.postprocess import DBPostprocess, build_postprocess
+from textdet.postprocess import POSTPROCESSES, DBPostprocess
 
 logger = logging.getLogger("textdet")
 
@@ -174,8 +175,9 @@ class Detector:
         if img_mode is not None:
             pre.img_mode = DecodeImage(img_mode=img_mode).img_mode
         if isinstance(postprocess, dict):
-            postprocess = build_postprocess(postprocess.get("name", "DBPostprocess"),
-                                            **{k: v for k, v in postprocess.items() if k != "name"})
+            spec = {k: v for k, v in postprocess.items() if k != "name"}
+            postprocess = build_component(POSTPROCESSES, postprocess.get("name", "DBPostprocess"), spec,
+                                          "postprocess", "postprocess")
         elif postprocess is None:
             postprocess = build.build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
         batch_size = 1 if onnx.fixed_batch == 1 else batch_size  # a model exported for one image at a time

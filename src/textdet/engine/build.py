@@ -21,11 +21,11 @@ from textdet.engine.validate import MODEL_PRESETS, build_section, model_specs
 from textdet.engine.validate import build_pipeline as build_pipeline  # build.* for the commands
 from textdet.engine.validate import validate as validate
 from textdet.errors import ConfigError
-from textdet.loss import build_loss
-from textdet.metrics import build_metric
+from textdet.loss import LOSSES
+from textdet.metrics import METRICS
 from textdet.models import BACKBONES, HEADS, NECKS, build_model
 from textdet.models.weights import MINDOCR_ZOO
-from textdet.postprocess import build_postprocess
+from textdet.postprocess import POSTPROCESSES
 
 logger = logging.getLogger("textdet")
 
@@ -76,15 +76,15 @@ def load_model(cfg: Config, ckpt: str | None,
 
 
 def build_loss_from_config(cfg: Config) -> nn.Module:
-    return build_section(cfg, "loss", build_loss)
+    return build_section(cfg, "loss", LOSSES)
 
 
 def build_postprocess_from_config(cfg: Config):
-    return build_section(cfg, "postprocess", build_postprocess)
+    return build_section(cfg, "postprocess", POSTPROCESSES)
 
 
 def build_metric_from_config(cfg: Config):
-    return build_section(cfg, "metric", build_metric)
+    return build_section(cfg, "metric", METRICS)
 
 
 def main_indicator(cfg: Config) -> str:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from textdet.config import Config
-from textdet.config.components import MODEL_PART_NAMES, lookup
+from textdet.config.components import MODEL_PART_NAMES, build_component, lookup
 from textdet.config.loader import located
 from textdet.data.labels import check_dataset_paths
 from textdet.data.pipeline import Compose, build_transforms
 from textdet.errors import ConfigError
-from textdet.metrics import build_metric
-from textdet.postprocess import build_postprocess
+from textdet.metrics import METRICS
+from textdet.postprocess import POSTPROCESSES
 
 # MindOCR's named model presets (models/det_dbnet.py), used when `model.name` is set.
 _FPN = {"name": "DBFPN", "out_channels": 256, "bias": False}
@@ -48,8 +48,8 @@ def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bo
             with located(cfg, f"model.{part}.name"):
                 lookup(dict.fromkeys(MODEL_PART_NAMES[part]), spec.get("name"), f"model.{part}.name", part)
     pipelines = {split: build_pipeline(cfg, split) for split in splits}
-    build_section(cfg, "postprocess", build_postprocess)
-    build_section(cfg, "metric", build_metric)
+    build_section(cfg, "postprocess", POSTPROCESSES)
+    build_section(cfg, "metric", METRICS)
     for split in splits:
         ds = getattr(cfg, split).dataset
         check_dataset_paths(ds.dataset_root, ds.data_dir, ds.label_file, f"{split}.dataset")
@@ -77,11 +77,11 @@ def model_specs(cfg: Config) -> dict[str, dict]:
     return specs
 
 
-def build_section(cfg: Config, key: str, build: Callable[..., Any]) -> Any:
-    """Build a ``{name: ..., **kwargs}`` section with errors located at its YAML line."""
+def build_section(cfg: Config, key: str, table: Mapping[str, Callable[..., Any]]) -> Any:
+    """Build a ``{name: ..., **kwargs}`` section from its name -> class table, errors located at its YAML line."""
     spec = dict(getattr(cfg, key))
     with located(cfg, key):
-        return build(spec.pop("name", None), **spec)
+        return build_component(table, spec.pop("name", None), spec, key, key)
 
 
 def build_pipeline(cfg: Config, split: str, fuse: bool = True) -> Compose:
