@@ -29,11 +29,10 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 class DetDataset(Dataset):
     """Label-file records run through ``transform(sample, rng)``; ``cache_images``: True/False/"auto" (data.cache)."""
 
-    def __init__(
-        self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
-        transform: Callable[[dict, np.random.Generator], dict], output_columns: Sequence[str],
-        sample_ratio: float = 1.0, seed: int = 0, config_prefix: str = "dataset", cache_images: bool | str = False,
-    ):
+    def __init__(self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
+                 transform: Callable[[dict, np.random.Generator], dict], output_columns: Sequence[str],
+                 sample_ratio: float = 1.0, seed: int = 0, config_prefix: str = "dataset",
+                 cache_images: bool | str = False):
         image_dir, files = check_dataset_paths(dataset_root, data_dir, label_file, config_prefix)
         if not output_columns:
             raise DataError(f"{config_prefix}.output_columns is empty: list the sample keys to return")

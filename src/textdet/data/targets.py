@@ -57,8 +57,8 @@ def _fill(canvas: np.ndarray, poly: np.ndarray, value: float) -> None:
     cv2.fillPoly(canvas, [np.round(poly).astype(np.int32)], value)
 
 
-def shrink_polygon(raw: Any, ignored: bool, min_text_size: float, shrink_ratio: float
-                   ) -> tuple[np.ndarray | None, float, list[np.ndarray]]:
+def shrink_polygon(raw: Any, ignored: bool, min_text_size: float,
+                   shrink_ratio: float) -> tuple[np.ndarray | None, float, list[np.ndarray]]:
     """ShrinkBinaryMap's rule for one polygon (shared with the device targets): ``(poly, D, pieces)``.
 
     ``poly`` is None when it cannot be drawn; ``pieces`` (the shrink by D) is [] when the polygon is ignored,

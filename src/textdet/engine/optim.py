@@ -50,9 +50,8 @@ OPTIMIZERS = {"sgd": _sgd, "momentum": _sgd, "nesterov": _nesterov, "adam": _ada
 
 
 def build_optimizer(model: nn.Module, opt: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9,
-                    nesterov: bool = False, filter_bias_and_bn: bool = True, beta1: float = 0.9,
-                    beta2: float = 0.999, eps: float = 1e-8, no_weight_decay_params: list[str] = ()
-                    ) -> torch.optim.Optimizer:
+                    nesterov: bool = False, filter_bias_and_bn: bool = True, beta1: float = 0.9, beta2: float = 0.999,
+                    eps: float = 1e-8, no_weight_decay_params: list[str] = ()) -> torch.optim.Optimizer:
     """An optimizer by MindOCR name (case-insensitive: ``SGD`` works as in the user's config)."""
     make = lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
     groups = param_groups(model, weight_decay, filter_bias_and_bn, list(no_weight_decay_params))

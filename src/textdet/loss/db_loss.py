@@ -64,10 +64,8 @@ class DBLoss(nn.Module):
     balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/DESIGN_NOTES.md. Unscaled terms are returned
     next to ``"loss"``."""
 
-    def __init__(
-        self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
-        negative_ratio: float = 3, min_negatives: int = 10,
-    ) -> None:
+    def __init__(self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
+                 negative_ratio: float = 3, min_negatives: int = 10) -> None:
         super().__init__()
         if bce_replace not in _BCE_REPLACE:
             raise ValueError(f"DBLoss: bce_replace must be one of {list(_BCE_REPLACE)}, got {bce_replace!r}")
@@ -103,10 +101,8 @@ class DBLoss(nn.Module):
         neg_sum = ((loss * neg).view(n, -1) * keep).sum()
         return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
 
-    def forward(
-        self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor, thresh_map: Tensor | None = None,
-        thresh_mask: Tensor | None = None,
-    ) -> dict[str, Tensor]:
+    def forward(self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor,
+                thresh_map: Tensor | None = None, thresh_mask: Tensor | None = None) -> dict[str, Tensor]:
         """Compute the DB loss: ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
         ``preds``: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T, B optional; optional ``"binary_logits"``),
         probabilities (N, 1, H, W), or a bare tensor P. ``binary_map`` (N, [1,] H, W) 0/1; ``mask`` (N, H, W) 0 where

@@ -53,11 +53,10 @@ def check_images(images: torch.Tensor) -> None:
         raise ValueError(f"DBNet expects images of shape (N, 3, H, W), got {shape}")
     h, w = shape[2], shape[3]
     if h % INPUT_DIVISOR or w % INPUT_DIVISOR:
-        raise ValueError(
-            f"DBNet needs H and W divisible by {INPUT_DIVISOR}, got images of shape {shape} (H={h}, W={w}); "
-            f"resize or pad the input, e.g. DetResize with divisor {INPUT_DIVISOR} (limit_type/target_size "
-            f"multiples of {INPUT_DIVISOR}) in the eval pipeline, or a crop size that is a multiple of {INPUT_DIVISOR}"
-        )
+        raise ValueError(f"DBNet needs H and W divisible by {INPUT_DIVISOR}, got images of shape {shape} (H={h}, "
+                         f"W={w}); resize or pad the input, e.g. DetResize with divisor {INPUT_DIVISOR} (limit_type/"
+                         f"target_size multiples of {INPUT_DIVISOR}) in the eval pipeline, or a crop size that is a "
+                         f"multiple of {INPUT_DIVISOR}")
 
 
 class DBNet(nn.Module):
@@ -105,10 +104,8 @@ def build_model(
     hd = _build_component("head", HEADS, head, in_channels=nk.out_channels)
     model = DBNet(bb, nk, hd)
     if pretrained is True:
-        raise ConfigError(
-            "model.pretrained: true names no file; give a checkpoint path or URL (MindOCR's model-zoo .ckpt "
-            "URLs work: -o model.pretrained=https://...) or false"
-        )
+        raise ConfigError("model.pretrained: true names no file; give a checkpoint path or URL (MindOCR's model-zoo "
+                          ".ckpt URLs work: -o model.pretrained=https://...) or false")
     if pretrained not in (None, False, ""):
         report = load_model_weights(model, pretrained)
         logger.info("model.pretrained: %s", report)

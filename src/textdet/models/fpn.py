@@ -36,13 +36,11 @@ class AdaptiveScaleFusion(nn.Module):
         super().__init__()
         inner = channels // 4
         self.conv = nn.Conv2d(channels, inner, 3, padding=1, bias=True)
-        self.chan_att = nn.Sequential(
-            nn.Conv2d(inner, inner // 4, 1, bias=False), nn.ReLU(), nn.Conv2d(inner // 4, inner, 1, bias=False),
-            nn.Sigmoid(),
-        ) if channel_attention else None
-        self.spat_att = nn.Sequential(
-            nn.Conv2d(1, 1, 3, padding=1, bias=False), nn.ReLU(), nn.Conv2d(1, 1, 1, bias=False), nn.Sigmoid()
-        )
+        self.chan_att = nn.Sequential(nn.Conv2d(inner, inner // 4, 1, bias=False), nn.ReLU(),
+                                      nn.Conv2d(inner // 4, inner, 1, bias=False),
+                                      nn.Sigmoid()) if channel_attention else None
+        self.spat_att = nn.Sequential(nn.Conv2d(1, 1, 3, padding=1, bias=False), nn.ReLU(),
+                                      nn.Conv2d(1, 1, 1, bias=False), nn.Sigmoid())
         self.scale_att = nn.Sequential(nn.Conv2d(inner, num_levels, 1, bias=False), nn.Sigmoid())
 
     def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
@@ -62,10 +60,8 @@ class DBFPN(nn.Module):
     after fusion); ``bias``: in the lateral and output convs; ``use_asf`` / ``channel_attention``: DBNet++'s ASF.
     """
 
-    def __init__(
-        self, in_channels: list[int], out_channels: int = 256, bias: bool = False, use_asf: bool = False,
-        channel_attention: bool = True,
-    ) -> None:
+    def __init__(self, in_channels: list[int], out_channels: int = 256, bias: bool = False, use_asf: bool = False,
+                 channel_attention: bool = True) -> None:
         super().__init__()
         in_channels = [int(c) for c in in_channels]
         if len(in_channels) != 4:
@@ -76,9 +72,8 @@ class DBFPN(nn.Module):
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.unify_channels = nn.ModuleList([nn.Conv2d(c, out_channels, 1, bias=bias) for c in in_channels])
-        self.out = nn.ModuleList(
-            [nn.Conv2d(out_channels, out_channels // 4, 3, padding=1, bias=bias) for _ in in_channels]
-        )
+        self.out = nn.ModuleList([nn.Conv2d(out_channels, out_channels // 4, 3, padding=1, bias=bias)
+                                  for _ in in_channels])
         self.asf = AdaptiveScaleFusion(out_channels, len(in_channels), channel_attention) if use_asf else None
         db_init_(self)
 

@@ -11,11 +11,9 @@ from textdet.models.fpn import db_init_
 def _branch(in_channels: int, bias: bool) -> nn.Sequential:
     """Conv3x3 + BN + ReLU + ConvT2x2/2 + BN + ReLU + ConvT2x2/2: logits, stride 4 -> input resolution."""
     mid = in_channels // 4
-    return nn.Sequential(
-        nn.Conv2d(in_channels, mid, 3, padding=1, bias=bias), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
-        nn.ConvTranspose2d(mid, mid, 2, 2), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
-        nn.ConvTranspose2d(mid, 1, 2, 2),
-    )
+    return nn.Sequential(nn.Conv2d(in_channels, mid, 3, padding=1, bias=bias), nn.BatchNorm2d(mid), nn.ReLU(True),
+                         nn.ConvTranspose2d(mid, mid, 2, 2), nn.BatchNorm2d(mid), nn.ReLU(True),
+                         nn.ConvTranspose2d(mid, 1, 2, 2))
 
 
 class DBHead(nn.Module):

@@ -84,18 +84,15 @@ class SameConv2d(nn.Conv2d):
 class InvertedResidual(nn.Module):
     """[1x1 expand + BN + act] -> kxk depthwise (stride) + BN + act -> [SE] -> 1x1 project + BN (+ input)."""
 
-    def __init__(
-        self, in_ch: int, mid_ch: int, out_ch: int, kernel: int, stride: int, act: str, se: bool,
-        se_version: str = "SqueezeExcite", always_expand: bool = False,
-    ) -> None:
+    def __init__(self, in_ch: int, mid_ch: int, out_ch: int, kernel: int, stride: int, act: str, se: bool,
+                 se_version: str = "SqueezeExcite", always_expand: bool = False) -> None:
         super().__init__()
         self.use_residual = stride == 1 and in_ch == out_ch
         layers: list[nn.Module] = []
         if in_ch != mid_ch or always_expand:  # mindcv skips an expansion that keeps the width, unless told
             layers += [nn.Conv2d(in_ch, mid_ch, 1, bias=False), nn.BatchNorm2d(mid_ch), _act(act)]
-        layers += [
-            SameConv2d(mid_ch, mid_ch, kernel, stride, groups=mid_ch, bias=False), nn.BatchNorm2d(mid_ch), _act(act),
-        ]
+        layers += [SameConv2d(mid_ch, mid_ch, kernel, stride, groups=mid_ch, bias=False), nn.BatchNorm2d(mid_ch),
+                   _act(act)]
         if se:
             layers.append(SqueezeExcite(mid_ch, se_version))
         layers += [nn.Conv2d(mid_ch, out_ch, 1, bias=False), nn.BatchNorm2d(out_ch)]
@@ -113,19 +110,16 @@ class DetMobileNetV3(nn.Module):
     ``out_channels``: [16, 24, 56, 480] at scale 0.5; ``strides``: [4, 8, 16, 32] for the default stages.
     """
 
-    def __init__(
-        self, scale: float = 0.5, out_stages: tuple[int, ...] = (5, 8, 14, 20), in_channels: int = 3,
-        se_version: str = "SqueezeExcite", always_expand: bool = False,
-    ) -> None:
+    def __init__(self, scale: float = 0.5, out_stages: tuple[int, ...] = (5, 8, 14, 20), in_channels: int = 3,
+                 se_version: str = "SqueezeExcite", always_expand: bool = False) -> None:
         super().__init__()
         if scale <= 0:
             raise ValueError(f"scale must be positive, got {scale}")
         if se_version not in ("SqueezeExcite", "SqueezeExciteV2"):
             raise ValueError(f"se_version must be 'SqueezeExcite' or 'SqueezeExciteV2', got {se_version!r}")
         channels = make_divisible(16 * scale)
-        features: list[nn.Module] = [
-            nn.Conv2d(in_channels, channels, 3, 2, 1, bias=False), nn.BatchNorm2d(channels), nn.Hardswish()
-        ]
+        features: list[nn.Module] = [nn.Conv2d(in_channels, channels, 3, 2, 1, bias=False), nn.BatchNorm2d(channels),
+                                     nn.Hardswish()]
         stage_channels, stage_strides = [channels] * 3, [2] * 3
         for k, e, c, se, act, s in LARGE_SETTING:
             mid, out = make_divisible(scale * e), make_divisible(scale * c)
@@ -142,9 +136,8 @@ class DetMobileNetV3(nn.Module):
         out_stages = tuple(int(i) for i in out_stages)
         bad = [i for i in out_stages if not 0 <= i < len(features)]
         if bad or list(out_stages) != sorted(set(out_stages)):
-            raise ValueError(
-                f"out_stages must be increasing indices in [0, {len(features) - 1}], got {list(out_stages)}"
-            )
+            raise ValueError(f"out_stages must be increasing indices in [0, {len(features) - 1}], "
+                             f"got {list(out_stages)}")
         self.out_stages = out_stages
         self.out_channels = [stage_channels[i] for i in out_stages]
         self.strides = [stage_strides[i] for i in out_stages]

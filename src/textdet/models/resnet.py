@@ -65,10 +65,8 @@ class DetResNet(nn.Module):
     [4, 8, 16, 32]. Shapes: (N, in_channels, H, W) -> 4 tensors (N, out_channels[i], H/strides[i], W/strides[i]).
     """
 
-    def __init__(
-        self, block: type[BasicBlock] | type[Bottleneck], layers: tuple[int, int, int, int], width: int = 64,
-        in_channels: int = 3,
-    ) -> None:
+    def __init__(self, block: type[BasicBlock] | type[Bottleneck], layers: tuple[int, int, int, int], width: int = 64,
+                 in_channels: int = 3) -> None:
         super().__init__()
         if width < 1:
             raise ValueError(f"width must be a positive number of channels, got {width}")
@@ -92,15 +90,12 @@ class DetResNet(nn.Module):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
 
-    def _make_layer(
-        self, block: type[BasicBlock] | type[Bottleneck], planes: int, blocks: int, stride: int
-    ) -> nn.Sequential:
+    def _make_layer(self, block: type[BasicBlock] | type[Bottleneck], planes: int, blocks: int,
+                    stride: int) -> nn.Sequential:
         downsample = None
         if stride != 1 or self.inplanes != planes * block.expansion:
-            downsample = nn.Sequential(
-                nn.Conv2d(self.inplanes, planes * block.expansion, 1, stride, bias=False),
-                nn.BatchNorm2d(planes * block.expansion),
-            )
+            downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes * block.expansion, 1, stride, bias=False),
+                                       nn.BatchNorm2d(planes * block.expansion))
         layers = [block(self.inplanes, planes, stride, downsample)]
         self.inplanes = planes * block.expansion
         layers += [block(self.inplanes, planes) for _ in range(1, blocks)]

@@ -59,10 +59,8 @@ def resolve_backbone_weights(
     what = f"model.backbone.pretrained ({arch})"
     if pretrained is True:
         if url is None:
-            raise ConfigError(
-                f"{what}: pretrained=True has no known ImageNet file; give the weights as a path or URL "
-                f"(-o model.backbone.pretrained=...) or train from scratch with {_ESCAPE}"
-            )
+            raise ConfigError(f"{what}: pretrained=True has no known ImageNet file; give the weights as a path or URL "
+                              f"(-o model.backbone.pretrained=...) or train from scratch with {_ESCAPE}")
         matches = sorted(hub_checkpoint_dir().glob(pattern)) if pattern else []
         if not (hub_checkpoint_dir() / os.path.basename(url)).is_file() and matches:
             return matches[0]
@@ -92,10 +90,8 @@ def read_state_dict(path: str | os.PathLike, what: str = "weights") -> dict[str,
                 obj = obj[key]
                 break
     if not isinstance(obj, Mapping) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise ConfigError(
-            f"{what}: {str(path)!r} is not a state_dict (nor a dict with a 'model' state_dict); "
-            f"got {type(obj).__name__}"
-        )
+        raise ConfigError(f"{what}: {str(path)!r} is not a state_dict (nor a dict with a 'model' state_dict); "
+                          f"got {type(obj).__name__}")
     return strip_wrappers(obj)
 
 
@@ -116,17 +112,14 @@ def load_backbone_weights(
     own = module.state_dict()
     for key, value in state.items():
         if key in own and own[key].shape != value.shape:
-            raise ConfigError(
-                f"{arch}: {path}: '{key}' has shape {tuple(value.shape)} in the file but "
-                f"{tuple(own[key].shape)} in the model (a different architecture or width?)"
-            )
+            raise ConfigError(f"{arch}: {path}: '{key}' has shape {tuple(value.shape)} in the file but "
+                              f"{tuple(own[key].shape)} in the model (a different architecture or width?)")
     # Old torchvision files predate BatchNorm's num_batches_tracked buffer; it does not matter.
     missing = [k for k in own if k not in state and not k.endswith("num_batches_tracked")]
     if missing:
-        raise ConfigError(
-            f"{arch}: {path} lacks {len(missing)} of the backbone's tensors (e.g. {', '.join(missing[:4])}); "
-            f"is it a torchvision/mindcv {arch.removeprefix('det_')} checkpoint? Train from scratch with {_ESCAPE}"
-        )
+        raise ConfigError(f"{arch}: {path} lacks {len(missing)} of the backbone's tensors (e.g. "
+                          f"{', '.join(missing[:4])}); is it a torchvision/mindcv {arch.removeprefix('det_')} "
+                          f"checkpoint? Train from scratch with {_ESCAPE}")
     unexpected = [k for k in state if k not in own]
     if unexpected:
         logger.warning("%s: ignoring %d unknown keys in %s, e.g. %s", arch, len(unexpected), path, unexpected[:4])
