@@ -18,7 +18,7 @@ from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 from textdet.config import Config
 from textdet.device import ort_providers
 from textdet.engine.amp import amp_settings
-from textdet.engine.evaluator import evaluate
+from textdet.engine.evaluator import build_evaluator, timed_run
 from textdet.engine.validate import validate
 from textdet.errors import TextdetError
 from textdet.models.dbnet import INPUT_DIVISOR
@@ -102,7 +102,8 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
     """``textdet eval --onnx``: ``evaluate_checkpoint``'s keys plus "onnx"; needs no ``model`` section."""
     pipeline = validate(cfg, ("eval",), model=False)["eval"]
     model, cpu = OnnxModel(onnx_path, device=device), torch.device("cpu")
-    result = evaluate(cfg, pipeline, model, onnx_path, cpu, False, amp_settings("O0", "cpu"), progress, sweep)
+    result = timed_run(build_evaluator(cfg, pipeline, cpu, False, amp_settings("O0", "cpu"), progress, sweep), model,
+                       onnx_path)
     return {**result, "onnx": result["checkpoint"]}
 
 

@@ -17,11 +17,10 @@ import cv2
 import numpy as np
 
 from textdet.data.targets import ShrinkBinaryMap
-from textdet.device import pick_device
+from textdet.device import is_accelerator, pick_device
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
-from textdet.engine.evaluator import Evaluator
-from textdet.engine.feed import DeviceInput
+from textdet.engine.evaluator import build_evaluator
 from textdet.errors import TextdetError
 from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
 
@@ -132,14 +131,12 @@ class _Limited:
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s through the real Evaluator on the first ``n`` eval images, ``ms_per_image`` per (overlapping) part."""
     device = pick_device(args.device)
-    pipe, normalize = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"], device.type != "cpu")
-    dataset = build.build_dataset(cfg, "eval", pipe)
-    loader = build.build_split_loader(cfg, "eval", dataset, 0, 1, device)
     model, ckpt = build.load_model(cfg, args.ckpt, keys=())
     model.to(device).eval()
     amp = amp_settings(cfg.system.amp_level_infer, device.type)
-    evaluator = Evaluator(_Limited(loader, warmup), build.build_postprocess_from_config(cfg),
-                          build.build_metric_from_config(cfg), DeviceInput(device, normalize), amp)
+    evaluator = build_evaluator(cfg, build.validate(cfg, ("eval",))["eval"], device, is_accelerator(device), amp)
+    loader = evaluator.loader
+    evaluator.loader = _Limited(loader, warmup)
     if warmup:
         evaluator.run(model)
     evaluator.loader = _Limited(loader, math.ceil(n / loader.batch_size))

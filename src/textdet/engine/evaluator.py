@@ -167,15 +167,14 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
     return out
 
 
-def evaluate(cfg: Config, pipeline: Compose, model, checkpoint: str, dev: torch.device, normalize_on_device: bool,
-             amp: AmpSettings, progress: bool = False, sweep: bool = False) -> dict:
-    """The config's eval set through ``model`` (torch or ``export.OnnxModel``): both eval paths' wiring."""
+def build_evaluator(cfg: Config, pipeline: Compose, dev: torch.device, normalize_on_device: bool, amp: AmpSettings,
+                    progress: bool = False, sweep: bool = False) -> Evaluator:
+    """The config's eval set, post-processing and metric for a model on ``dev``: every eval path's wiring."""
     pipe, normalize = build.split_device_normalize(pipeline, normalize_on_device)
     loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, dev)
     post, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
-    evaluator = Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress,
-                          ThresholdSweep(post, metric) if sweep else None)
-    return timed_run(evaluator, model, checkpoint)
+    return Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress,
+                     ThresholdSweep(post, metric) if sweep else None)
 
 
 def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
@@ -186,4 +185,4 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
     dev = pick_device(device)
     model.to(dev).eval()
     amp = amp_settings(cfg.system.amp_level_infer, dev.type)
-    return evaluate(cfg, pipeline, model, path, dev, is_accelerator(dev), amp, progress, sweep)
+    return timed_run(build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path)
