@@ -109,21 +109,18 @@ def load_backbone_weights(
     a key whose shape differs, or the missing backbone tensors.
     """
     state = {k: v for k, v in read_state_dict(path, f"{arch} weights").items() if not k.startswith(ignore_prefixes)}
-    own = module.state_dict()
-    for key, value in state.items():
-        if key in own and own[key].shape != value.shape:
-            raise ConfigError(f"{arch}: {path}: '{key}' has shape {tuple(value.shape)} in the file but "
-                              f"{tuple(own[key].shape)} in the model (a different architecture or width?)")
-    # Old torchvision files predate BatchNorm's num_batches_tracked buffer; it does not matter.
-    missing = [k for k in own if k not in state and not k.endswith("num_batches_tracked")]
+    usable, unexpected, mismatched, missing = match_state(state, module.state_dict())
+    if mismatched:
+        key, got, want = mismatched[0]
+        raise ConfigError(f"{arch}: {path}: '{key}' has shape {got} in the file but {want} in the model (a different "
+                          "architecture or width?)")
     if missing:
         raise ConfigError(f"{arch}: {path} lacks {len(missing)} of the backbone's tensors (e.g. "
                           f"{', '.join(missing[:4])}); is it a torchvision/mindcv {arch.removeprefix('det_')} "
                           f"checkpoint? Train from scratch with {_ESCAPE}")
-    unexpected = [k for k in state if k not in own]
     if unexpected:
         logger.warning("%s: ignoring %d unknown keys in %s, e.g. %s", arch, len(unexpected), path, unexpected[:4])
-    module.load_state_dict(state, strict=False)
+    module.load_state_dict(usable, strict=False)
     logger.info("%s: loaded ImageNet weights from %s", arch, path)
 
 
@@ -154,20 +151,17 @@ def load_model_weights(model: nn.Module, path: str | os.PathLike, what: str = "m
     Tensors whose shape differs from the model's are dropped with a warning; the report lists missing, unexpected keys.
     """
     path = weights_file(path, what, f"-o {what}=false")
-    state = read_state_dict(path, what)
-    own = model.state_dict()
-    report = LoadReport(path=str(path))
-    usable = {}
-    for key, value in state.items():
-        if key not in own:
-            report.unexpected.append(key)
-        elif own[key].shape != value.shape:
-            report.mismatched.append((key, tuple(value.shape), tuple(own[key].shape)))
-            logger.warning("%s: dropping '%s': shape %s in the file, %s in the model",
-                           path, key, tuple(value.shape), tuple(own[key].shape))
-        else:
-            usable[key] = value
+    usable, unexpected, mismatched, missing = match_state(read_state_dict(path, what), model.state_dict())
+    for key, got, want in mismatched:
+        logger.warning("%s: dropping '%s': shape %s in the file, %s in the model", path, key, got, want)
     model.load_state_dict(usable, strict=False)
-    report.loaded = list(usable)
-    report.missing = [k for k in own if k not in state and not k.endswith("num_batches_tracked")]
-    return report
+    return LoadReport(str(path), list(usable), missing, unexpected, mismatched)
+
+
+def match_state(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor]) -> tuple[dict, list, list, list]:
+    """(tensors that fit, unexpected keys, (key, file shape, model shape) mismatches, missing keys) of a file's state
+    against a model's; BatchNorm's num_batches_tracked is never missing (old torchvision files predate it)."""
+    fits = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    mismatched = [(k, tuple(v.shape), tuple(own[k].shape)) for k, v in state.items() if k in own and k not in fits]
+    missing = [k for k in own if k not in state and not k.endswith("num_batches_tracked")]
+    return fits, [k for k in state if k not in own], mismatched, missing
