@@ -18,13 +18,9 @@ def check_pair(value: Any, name: str, *, positive: bool = False, integer: bool =
     """Validate a (lo, hi) pair of numbers (lo <= hi not required here)."""
     ok = isinstance(value, (list, tuple)) and len(value) == 2
     ok = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
-    if ok and integer:
-        ok = all(float(v).is_integer() for v in value)
-    if ok and positive:
-        ok = all(v > 0 for v in value)
+    ok = ok and (not integer or all(float(v).is_integer() for v in value)) and (not positive or min(value) > 0)
     if not ok:
-        kind = "positive " if positive else ""
-        kind += "integers" if integer else "numbers"
+        kind = ("positive " if positive else "") + ("integers" if integer else "numbers")
         raise ValueError(f"{name} must be a pair of {kind}, got {value!r}")
     return (int(value[0]), int(value[1])) if integer else (float(value[0]), float(value[1]))
 

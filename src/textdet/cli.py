@@ -269,12 +269,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
             f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
             f"checkpoint {result['checkpoint']})")
-    return _report(result, args.json, line + ("\n" + sweep_report(result["sweep"]) if args.sweep else ""))
-
-
-def _report(result: dict, as_json: bool, line: str) -> int:
-    """One JSON object (``--json``) or one human line on stdout."""
-    print(json.dumps(result) if as_json else line)
+    print(json.dumps(result) if args.json else line + ("\n" + sweep_report(result["sweep"]) if args.sweep else ""))
     return 0
 
 
@@ -291,9 +286,10 @@ def cmd_metric(args: argparse.Namespace) -> int:
     from textdet.metrics.icdar_io import evaluate_files
 
     result = evaluate_files(args.gt, args.pred, protocol=args.protocol or "icdar15")
-    return _report(result, args.json, f"{result['protocol']}: recall {result['recall']:.4f}, precision "
-                   f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['tp']} matched of "
-                   f"{result['n_gt']} GT and {result['n_det']} detections, {result['images']} images)")
+    print(json.dumps(result) if args.json else f"{result['protocol']}: recall {result['recall']:.4f}, precision "
+          f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['tp']} matched of {result['n_gt']} GT "
+          f"and {result['n_det']} detections, {result['images']} images)")
+    return 0
 
 
 def cmd_check_data(args: argparse.Namespace) -> int:

@@ -132,8 +132,7 @@ def banner(t) -> str:
         ("Normalisation", "on the device (workers ship uint8)" if t.normalize is not None
          else "in the loader workers (one fused OpenCV call)"),
         ("Workers", t.train_loader.num_workers),
-        ("Run folder", os.path.abspath(t.run_dir)),
-    ]
+        ("Run folder", os.path.abspath(t.run_dir))]
     line = "=" * 80
     body = "\n".join(f"{k}: {v}" for k, v in rows)  # MindOCR's "Key: value" lines, greppable alike
     return f"\n{line}\n{body}\n{line}\n{'Start training... (The first epoch takes longer, please wait...)'}"

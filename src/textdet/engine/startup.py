@@ -55,13 +55,12 @@ class StartupTimer:
         rows += [f"{k:<{width}}  {v:7.2f}" for k, v in {**self.stages, **self.totals}.items()]
         return "\n".join(rows)
 
-    def to_dict(self) -> dict:
-        return {"stages": {k: round(v, 4) for k, v in self.stages.items()},
-                **{k: round(v, 4) for k, v in self.totals.items()}}
-
     def write(self, path: str) -> None:
+        """``startup.json``: {"stages": {name: seconds}, total name: seconds, ...}."""
+        data = {"stages": {k: round(v, 4) for k, v in self.stages.items()},
+                **{k: round(v, 4) for k, v in self.totals.items()}}
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2)
+            json.dump(data, f, indent=2)
 
 
 def enable_compile_cache() -> str:
