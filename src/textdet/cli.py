@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"traced/checked input width (default as --height, {DEFAULT_EXPORT_HW[1]})")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset version")
 
-    p = sub.add_parser("bench", help="time one part alone: data, model, train, postprocess, eval")
+    p = sub.add_parser("bench", help="time one part alone: data, model, train, postprocess, eval, predict")
     p.add_argument("part", choices=BENCH_PARTS, help="what to time")
     _add_config_args(p)
     p.add_argument("--n", type=int, help="samples (data), iterations (model), steps (train), maps (postprocess), "
