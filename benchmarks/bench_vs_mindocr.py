@@ -996,6 +996,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json-out", help="also write the JSON object to this file")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: time each call by this process's CPU time, robust to other load on the core")
+    ap.add_argument("--malloc", choices=("keep", "default"), default="keep",
+                    help="keep: glibc keeps freed buffers, as textdet's loader workers set it (keep_freed_memory); "
+                         "default: glibc's own trimming. Either way both sides share this process's setting")
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -1014,6 +1017,12 @@ def main(argv: list[str] | None = None) -> int:
     result["pinning"] = pin(
         None if args.no_pin else (args.core if args.core is not None else sorted(os.sched_getaffinity(0))[-1])
     ) + f", clock {args.clock}"
+    if args.malloc == "keep":
+        from textdet.data.dataset import keep_freed_memory
+
+        result["pinning"] += ", malloc keep" if keep_freed_memory() else ", malloc default (not glibc)"
+    else:
+        result["pinning"] += ", malloc default"
     mo, why = (None, "--no-mindocr given") if args.no_mindocr else import_mindocr()
     if mo is None:
         log(f"!! MindOCR is not usable here, its side is SKIPPED ({why}). textdet's side still runs; no ratios.")

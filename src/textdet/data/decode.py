@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from typing import Any
 
@@ -26,11 +25,8 @@ class DecodeImage:
                  ignore_orientation: bool = False, keep_ori: bool = False) -> None:
         if img_mode not in ("BGR", "RGB"):
             raise ValueError(f"img_mode must be 'BGR' or 'RGB', got {img_mode!r}")
-        self.img_mode = img_mode
-        self.channel_first = bool(channel_first)
-        self.to_float32 = bool(to_float32)
-        self.ignore_orientation = bool(ignore_orientation)
-        self.keep_ori = bool(keep_ori)
+        self.img_mode, self.channel_first, self.to_float32 = img_mode, bool(channel_first), bool(to_float32)
+        self.ignore_orientation, self.keep_ori = bool(ignore_orientation), bool(keep_ori)
         # OpenCV >= 4.10 decodes straight to RGB: bit-identical to BGR + cvtColor, one full-frame pass less.
         self._decode_rgb = img_mode == "RGB" and hasattr(cv2, "IMREAD_COLOR_RGB")
         colour = cv2.IMREAD_COLOR_RGB if self._decode_rgb else cv2.IMREAD_COLOR
@@ -140,11 +136,15 @@ class DetLabelEncode:
 
     def _warn_outside(self, sample: Sample) -> Sample:
         """A polygon entirely off the decoded image is a labelling mistake (kept: later steps drop it)."""
-        h, w = sample["image"].shape[:2] if "image" in sample else (math.inf, math.inf)
-        for i, p in enumerate(sample["polys"]):
-            if p[:, 0].min() >= w or p[:, 1].min() >= h or p[:, 0].max() < 0 or p[:, 1].max() < 0:
-                warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image",
-                              stacklevel=2)
+        polys = sample["polys"]
+        if "image" not in sample or not len(polys):
+            return sample
+        h, w = sample["image"].shape[:2]
+        points, starts = np.concatenate(polys), np.cumsum([0] + [len(p) for p in polys[:-1]])
+        lo, hi = np.minimum.reduceat(points, starts), np.maximum.reduceat(points, starts)  # per polygon, one call
+        for i in np.flatnonzero((lo[:, 0] >= w) | (lo[:, 1] >= h) | (hi[:, 0] < 0) | (hi[:, 1] < 0)):
+            warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image",
+                          stacklevel=2)
         return sample
 
     __repr__ = component_repr

@@ -15,7 +15,7 @@ from textdet.checks import check_pair, check_prob, sorted_pair
 from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 from textdet.data.resize import pad_bottom_right
-from textdet.geometry import map_polys, polygon_area, polygon_areas
+from textdet.geometry import map_polys, next_vertices, polygon_area, polygon_areas
 
 
 # ----------------------------------------------------------------------------- affine steps
@@ -221,7 +221,7 @@ def _clip_half_plane(pts: np.ndarray, axis: int, bound: float, keep_below: bool)
     if len(pts) == 0:
         return pts
     d = bound - pts[:, axis] if keep_below else pts[:, axis] - bound
-    nxt, dn = np.roll(pts, -1, axis=0), np.roll(d, -1)
+    nxt, dn = next_vertices(pts), next_vertices(d)
     inside = d >= 0
     cross = inside != (dn >= 0)
     t = d / np.where(cross, d - dn, 1.0)
@@ -235,7 +235,7 @@ def clip_polygon_to_box(poly: np.ndarray, w: float, h: float) -> np.ndarray:
     for axis, bound, below in ((0, 0.0, False), (0, float(w), True), (1, 0.0, False), (1, float(h), True)):
         pts = _clip_half_plane(pts, axis, bound, below)
     if len(pts) > 1:
-        pts = pts[np.any(pts != np.roll(pts, -1, axis=0), axis=1)]
+        pts = pts[np.any(pts != next_vertices(pts), axis=1)]
     return pts
 
 

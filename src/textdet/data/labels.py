@@ -207,8 +207,7 @@ def read_label_files(
         if not _is_number(r) or not r > 0 or not math.isfinite(r):
             raise ValueError(f"sample_ratio: expected a positive number, got {r!r}")
     rng = np.random.default_rng(rng_seed)
-    records: list[LabelRecord] = []
-    problems: list[Problem] = []
+    records, problems = [], []
     for name, ratio in zip(files, ratios):  # noqa: B905 (lengths checked above; strict= needs 3.10)
         recs, probs = _read_one(os.path.join(dataset_root, os.fspath(name)))
         records.extend(_sample(recs, float(ratio), rng))
@@ -242,14 +241,9 @@ def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ex
     Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder."""
     if not os.path.isdir(gt_dir):
         raise DataError(f"ICDAR2015 ground-truth folder not found: {gt_dir}")
-    numbered = []
-    for name in os.listdir(gt_dir):
-        m = _GT_NAME.match(name)
-        if m:
-            numbered.append((int(m.group(1)), name))
+    numbered = sorted((int(m.group(1)), name) for name in os.listdir(gt_dir) if (m := _GT_NAME.match(name)))
     if not numbered:
         raise DataError(f"no gt_img_N.txt files in {gt_dir}")
-    numbered.sort()
     prefix = image_prefix if not image_prefix or image_prefix.endswith("/") else image_prefix + "/"
     lines = []
     for n, name in numbered:
@@ -257,8 +251,7 @@ def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ex
             rows = parse_gt(f.read(), os.path.join(gt_dir, name))
         anns = [{"transcription": text, "points": points} for points, text in rows]
         lines.append(format_label_line(f"{prefix}img_{n}{image_ext}", anns))
-    parent = os.path.dirname(os.path.abspath(out_file))
-    os.makedirs(parent, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(out_file)), exist_ok=True)
     with open(out_file, "w", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(lines) + "\n")
     return len(lines)

@@ -3,6 +3,7 @@ compute-bound verdict, ``metrics.jsonl`` and optional TensorBoard."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -25,17 +26,13 @@ def setup_logging(run_dir: str | None, main_process: bool, level: int = logging.
         logger.removeHandler(h)
         h.close()
     fmt = logging.Formatter("[%(asctime)s] %(name)s %(levelname)s - %(message)s", "%Y-%m-%d %H:%M:%S")
-    if main_process:
-        out = logging.StreamHandler(sys.stdout)
-        out.setFormatter(fmt)
-        logger.addHandler(out)
-        if run_dir:
-            os.makedirs(run_dir, exist_ok=True)
-            fh = logging.FileHandler(os.path.join(run_dir, "train.log"), encoding="utf-8")
-            fh.setFormatter(fmt)
-            logger.addHandler(fh)
-    else:
-        logger.addHandler(logging.NullHandler())
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)] if main_process else []
+    if main_process and run_dir:
+        os.makedirs(run_dir, exist_ok=True)
+        handlers.append(logging.FileHandler(os.path.join(run_dir, "train.log"), encoding="utf-8"))
+    for h in handlers or [logging.NullHandler()]:
+        h.setFormatter(fmt)
+        logger.addHandler(h)
     return logger
 
 
@@ -46,12 +43,10 @@ class MetricsWriter:
         self.path = os.path.join(run_dir, "metrics.jsonl")
         self.tb = None
         if tensorboard:
-            try:
+            with contextlib.suppress(Exception):  # tensorboard not installed: the jsonl file is the record
                 from torch.utils.tensorboard import SummaryWriter  # optional extra
 
                 self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"))
-            except Exception:  # tensorboard not installed: the jsonl file is the record
-                self.tb = None
 
     def write(self, record: dict) -> None:
         with open(self.path, "a", encoding="utf-8") as f:

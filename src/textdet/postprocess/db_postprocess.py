@@ -49,13 +49,9 @@ def _to_numpy_bitmaps(bitmap: Any, shape: tuple[int, ...]) -> np.ndarray:
     bitmap = _nhw(bitmap, floats=False)
     if bitmap.shape != tuple(shape):
         raise ValueError(f"DBPostprocess: 'bitmap' must have the map's shape {tuple(shape)}, got {bitmap.shape}")
-    if bitmap.dtype == np.bool_:
-        return bitmap.view(np.uint8)
-    if bitmap.dtype != np.uint8:
-        if not np.issubdtype(bitmap.dtype, np.integer):
-            raise ValueError(f"DBPostprocess: 'bitmap' must be bool or integer (uint8), got {bitmap.dtype}")
-        return (bitmap != 0).view(np.uint8)
-    return bitmap
+    if bitmap.dtype != np.bool_ and not np.issubdtype(bitmap.dtype, np.integer):
+        raise ValueError(f"DBPostprocess: 'bitmap' must be bool or integer (uint8), got {bitmap.dtype}")
+    return (bitmap if bitmap.dtype in (np.bool_, np.uint8) else bitmap != 0).view(np.uint8)
 
 
 def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None) -> np.ndarray:
@@ -120,14 +116,9 @@ class DBPostprocess:
             raise ValueError(f"DBPostprocess: max_candidates must be >= 0, got {max_candidates}")
         if rescale_fields is not None and not all(isinstance(f, str) for f in rescale_fields):
             raise ValueError(f"DBPostprocess: rescale_fields must be a list of names, got {rescale_fields!r}")
-        self.box_type = box_type
-        self.binary_thresh = float(binary_thresh)
-        self.box_thresh = float(box_thresh)
-        self.max_candidates = int(max_candidates)
-        self.expand_ratio = float(expand_ratio)
-        self.score_mode = score_mode
-        self.use_dilation = bool(use_dilation)
-        self.pred_name = pred_name
+        self.box_type, self.score_mode, self.pred_name = box_type, score_mode, pred_name
+        self.binary_thresh, self.box_thresh, self.expand_ratio = map(float, (binary_thresh, box_thresh, expand_ratio))
+        self.max_candidates, self.use_dilation = int(max_candidates), bool(use_dilation)
         self.rescale_fields = list(rescale_fields) if rescale_fields is not None else ["polys"]
 
     __repr__ = component_repr
