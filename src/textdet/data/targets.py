@@ -108,9 +108,7 @@ class ShrinkBinaryMap:
             else:
                 _fill(mask, poly, 0.0)
                 tags[i] = True
-        sample["binary_map"] = gt[None]
-        sample["mask"] = mask
-        sample["ignore_tags"] = tags
+        sample["binary_map"], sample["mask"], sample["ignore_tags"] = gt[None], mask, tags
         return sample
 
 
@@ -193,6 +191,7 @@ class BorderMap:
         # normalised squared distances, so no per-polygon full-box pass is needed.
         norm_sq = np.ones((h, w), dtype=np.float32)
         tmask = np.zeros((h, w), dtype=np.uint8)
+        boxes = []
         for raw, ignored in zip(polys, tags, strict=True):
             poly = None if ignored else _as_polygon(raw)
             distance = 0.0 if poly is None else shrink_distance(poly, self.shrink_ratio)
@@ -205,10 +204,12 @@ class BorderMap:
             box = (max(int(lo[0]), 0), max(int(lo[1]), 0), min(int(hi[0]), w - 1), min(int(hi[1]), h - 1))
             if box[0] <= box[2] and box[1] <= box[3]:
                 _update_border(norm_sq, poly, distance, box)
-        value = np.sqrt(norm_sq, out=norm_sq)
-        np.subtract(np.float32(1.0), value, out=value)  # 1 - min(d / D, 1); exactly 0 far from text
-        value *= np.float32(self.thresh_max - self.thresh_min)
-        value += np.float32(self.thresh_min)
-        sample["thresh_map"] = value
-        sample["thresh_mask"] = tmask
+                boxes.append(box)
+        # 1 - min(d / D, 1) is exactly 0 outside every box: thresh_min there, the ramp computed only inside boxes
+        value = np.full((h, w), self.thresh_min, dtype=np.float32)
+        low, spread = np.float32(self.thresh_min), np.float32(self.thresh_max - self.thresh_min)
+        for x0, y0, x1, y1 in boxes:
+            region = np.s_[y0 : y1 + 1, x0 : x1 + 1]
+            value[region] = (np.float32(1.0) - np.sqrt(norm_sq[region])) * spread + low
+        sample["thresh_map"], sample["thresh_mask"] = value, tmask
         return sample
