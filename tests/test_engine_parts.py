@@ -14,7 +14,7 @@ from textdet.data.dataset import EpochSampler, collate
 from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.checkpoint import EpochCheckpoints, atomic_save, load_checkpoint
 from textdet.engine.ema import ModelEMA
-from textdet.engine.optim import build_optimizer, param_groups
+from textdet.engine.optim import build_optimizer, build_optimizer_in_background, param_groups
 from textdet.engine.schedule import LRSchedule
 from textdet.errors import ConfigError, TextdetError
 
@@ -61,6 +61,16 @@ def test_filter_bias_and_bn():
     assert len(only["params"]) == 4
     opt = build_optimizer(m, "SGD", 0.1, weight_decay=1e-4, momentum=0.9)
     assert isinstance(opt, torch.optim.SGD) and opt.defaults["momentum"] == 0.9
+
+
+def test_optimizer_built_in_background_checks_its_name_at_once():
+    """The thread builds the same optimizer; a misspelt name fails in the caller, before any thread starts."""
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, bias=True), nn.BatchNorm2d(4))
+    opt = build_optimizer_in_background(m, "adamw", 0.01, weight_decay=1e-4).result(timeout=60)
+    assert isinstance(opt, torch.optim.AdamW) and [g["weight_decay"] for g in opt.param_groups] == [1e-4, 0.0]
+    assert sum(len(g["params"]) for g in opt.param_groups) == 4
+    with pytest.raises(ConfigError, match="adamw"):
+        build_optimizer_in_background(m, "adamx", 0.01)
 
 
 def test_ema_ramp_and_state():

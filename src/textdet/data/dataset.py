@@ -48,11 +48,8 @@ class DetDataset(Dataset):
         if not self.records:
             raise DataError(f"no usable samples in {', '.join(files)} under {image_dir} "
                             f"({len(self.problems)} problems; run `textdet check-data -c CFG` to list them)")
-        self.image_dir = image_dir
-        self.transform = transform
-        self.output_columns = list(output_columns)
-        self.seed = seed
-        self.cache = None
+        self.image_dir, self.transform, self.output_columns = image_dir, transform, list(output_columns)
+        self.seed, self.cache = seed, None
         steps = getattr(transform, "transforms", None)
         if cache_images is not False and steps and cacheable(steps[0]):
             paths = [os.path.join(image_dir, r.rel_path) for r in self.records]

@@ -152,13 +152,9 @@ def _render(words: list[str], size: int, stroke: int, face: int | None = None) -
 
 def _transform(rng: np.random.Generator, pw: int, ph: int, centre: tuple[float, float]) -> np.ndarray:
     """3x3 perspective matrix: patch (pw x ph) -> image, centred at ``centre``."""
-    r = rng.random()
-    if r < 0.45:
-        angle = rng.uniform(-4, 4)
-    elif r < 0.87:
-        angle = rng.uniform(-30, 30)
-    else:
-        angle = rng.choice([-1, 1]) * rng.uniform(30, 80)
+    r = rng.random()  # near-horizontal, tilted, or steep (either way)
+    angle = (rng.uniform(-4, 4) if r < 0.45 else rng.uniform(-30, 30) if r < 0.87
+             else rng.choice([-1, 1]) * rng.uniform(30, 80))
     shear = rng.uniform(0.12, 0.35) if rng.random() < 0.2 else 0.0
     t = np.deg2rad(angle)
     c, s = np.cos(t), np.sin(t)
@@ -194,12 +190,8 @@ def _text_colour(rng: np.random.Generator, roi: np.ndarray, contrast: float) -> 
     if cl <= lo - contrast or cl >= hi + contrast:
         return col.astype(np.float32)
     dark_ok, bright_ok = lo - contrast >= 0, hi + contrast <= 255
-    if dark_ok and bright_ok:
-        dark = cl - lo < hi - cl  # the nearer side changes the colour least
-    elif dark_ok or bright_ok:
-        dark = dark_ok
-    else:
-        dark = lo > 255 - hi
+    # both sides possible: the nearer one changes the colour least; neither: the side with more room
+    dark = (cl - lo < hi - cl) if dark_ok and bright_ok else dark_ok if dark_ok or bright_ok else lo > 255 - hi
     target, goal = (0.0, max(lo - contrast, 0.0)) if dark else (255.0, min(hi + contrast, 255.0))
     k = 1.0 if cl == target else float(np.clip((goal - cl) / (target - cl), 0, 1))
     return (col + (target - col) * k).astype(np.float32)
@@ -219,8 +211,7 @@ def _composite(img: np.ndarray, alpha: np.ndarray, m: np.ndarray, colour: np.nda
     a = cv2.warpPerspective(alpha, shift @ m, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR)
     weight = a.astype(np.float32) * (opacity / 255.0)
     roi = img[y0:y1, x0:x1]
-    paint = np.empty_like(roi)
-    paint[:] = np.clip(np.round(colour), 0, 255).astype(np.uint8)
+    paint = np.full_like(roi, np.clip(np.round(colour), 0, 255).astype(np.uint8))
     img[y0:y1, x0:x1] = cv2.blendLinear(paint, roi, weight, 1.0 - weight)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import torch
 from torch import nn
 
@@ -56,3 +58,14 @@ def build_optimizer(model: nn.Module, opt: str, lr: float, weight_decay: float =
     make = lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
     groups = param_groups(model, weight_decay, filter_bias_and_bn, list(no_weight_decay_params))
     return make(groups, lr=lr, momentum=momentum, nesterov=nesterov, beta1=beta1, beta2=beta2, eps=eps)
+
+
+def build_optimizer_in_background(model: nn.Module, opt: str, *args, **kwargs) -> Future:
+    """``build_optimizer`` in a thread; the name is checked at once. torch.optim imports torch._dynamo on first use
+    (1.3 s on a CPU, holding the main thread before its first batch): in a thread it runs while the first batch is
+    fetched and the first forward and backward compute (docs/BENCHMARKS.md, start-up)."""
+    lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
+    pool = ThreadPoolExecutor(1, thread_name_prefix="textdet-optimizer")
+    future = pool.submit(build_optimizer, model, opt, *args, **kwargs)
+    pool.shutdown(wait=False)
+    return future

@@ -24,7 +24,7 @@ from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
 from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
-from textdet.engine.optim import build_optimizer
+from textdet.engine.optim import build_optimizer_in_background
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
@@ -141,8 +141,9 @@ class Trainer:
                                    sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair)
         for w in self.schedule.warnings():
             logger.warning(w)
-        self.optimizer = build_optimizer(model, oc.opt, sc.lr, oc.weight_decay, oc.momentum, oc.nesterov,
-                                         oc.filter_bias_and_bn, oc.beta1, oc.beta2, oc.eps, oc.no_weight_decay_params)
+        self._optimizer = build_optimizer_in_background(model, oc.opt, sc.lr, oc.weight_decay, oc.momentum,
+                                                        oc.nesterov, oc.filter_bias_and_bn, oc.beta1, oc.beta2, oc.eps,
+                                                        oc.no_weight_decay_params)
         ls = cfg.loss_scaler
         self.scaler = LossScaler(self.amp.needs_scaling, ls.type == "dynamic", ls.loss_scale, ls.scale_factor,
                                  ls.scale_window)
@@ -152,6 +153,13 @@ class Trainer:
         self.buffers = [b for b in model.buffers() if b.is_floating_point()]
         self.good_buffers = [b.clone() for b in self.buffers]
         self.bad_run = 0  # consecutive skipped optimizer steps
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Built in a thread (``build_optimizer_in_background``): the first use waits for it."""
+        if not isinstance(self._optimizer, torch.optim.Optimizer):
+            self._optimizer = self._optimizer.result()
+        return self._optimizer
 
     def _wrap(self, compile: str) -> None:
         """DDP and torch.compile wrap the forward only; the raw module stays in self.model."""
@@ -233,7 +241,7 @@ class Trainer:
         skipped = 0
         usable = self.opt_steps_per_epoch * self.accum  # a trailing partial accumulation is not stepped
         pending: list = []  # (losses, images, wait) of this accumulation window, counted once it is stepped
-        self.optimizer.zero_grad(set_to_none=True)
+        self.model.zero_grad(set_to_none=True)  # not the optimizer's: it may still be in the making
         for i, batch in enumerate(batches, start):
             if i >= usable:
                 break

@@ -29,10 +29,8 @@ class DBHead(nn.Module):
         super().__init__()
         if in_channels % 4:
             raise ValueError(f"DBHead in_channels must be a multiple of 4, got {in_channels}")
-        self.k = float(k)
-        self.adaptive = adaptive
-        self.segm = _branch(in_channels, bias)
-        self.thresh = _branch(in_channels, bias)
+        self.k, self.adaptive = float(k), adaptive
+        self.segm, self.thresh = _branch(in_channels, bias), _branch(in_channels, bias)  # this order: same init draws
         db_init_(self)
 
     def forward(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
