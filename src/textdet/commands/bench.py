@@ -19,6 +19,7 @@ import torch
 
 from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
 from textdet.config import load_config
+from textdet.data.dataset import keep_freed_memory
 from textdet.data.device_targets import split_device_targets
 from textdet.data.geometric import RandomCropWithBBox
 from textdet.device import pick_device as _device
@@ -62,6 +63,7 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """The train pipeline as the trainer runs it: one process (``dataset.load``), then the real loader. With
     ``cache_images`` the first pass (``samples_per_s_first_epoch``) fills the cache and the rest is the steady state.
     """
+    keep_freed_memory()  # this process runs the pipeline as a loader worker does
     device = _device(args.device)
     build.validate(cfg, ("train",))
     # Normalisation moves to the device on CUDA only, as in the Trainer.

@@ -292,8 +292,7 @@ class ValidatePolygons:
                 polys.append(kept)
                 texts.append(text)
                 tags.append(bool(ignore) or newly_ignored)
-        sample["polys"], sample["texts"] = polys, texts
-        sample["ignore_tags"] = np.array(tags, dtype=bool)
+        sample["polys"], sample["texts"], sample["ignore_tags"] = polys, texts, np.array(tags, dtype=bool)
         return sample
 
     __repr__ = component_repr

@@ -59,9 +59,7 @@ class SqueezeExcite(nn.Module):
         self.dense = version == "SqueezeExciteV2"
         reduced = reduced or (channels // 4 if self.dense else make_divisible(channels / 4, 8))
         layer = nn.Linear if self.dense else partial(nn.Conv2d, kernel_size=1)
-        self.conv_reduce = layer(channels, reduced)
-        self.act = nn.ReLU()
-        self.conv_expand = layer(reduced, channels)
+        self.conv_reduce, self.act, self.conv_expand = layer(channels, reduced), nn.ReLU(), layer(reduced, channels)
         self.gate = nn.Sigmoid() if self.dense else nn.Hardsigmoid()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
