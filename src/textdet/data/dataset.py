@@ -13,7 +13,7 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from textdet.data.cache import CachedDecode, cacheable, plan_cache
 from textdet.data.labels import LabelRecord, Problem, check_dataset_paths, read_label_files
@@ -123,7 +123,8 @@ def collate(samples: list[dict]) -> dict[str, Any]:
             batch[key] = int(sum(values))
         elif (key not in RAGGED_KEYS and all(isinstance(v, np.ndarray) for v in values)
               and len({v.shape for v in values}) == 1):
-            batch[key] = torch.from_numpy(np.stack(values))
+            # torch's default_collate stacks into shared memory in a loader worker: the hand-off then copies nothing
+            batch[key] = default_collate([torch.from_numpy(v) for v in values])
         else:
             batch[key] = values
     return batch
