@@ -827,34 +827,27 @@ def print_summary(result: dict) -> None:
     rows = [("what", "MindOCR", "textdet", "ratio", "goal", "met")]
     a = result.get("pipeline", {})
     if "textdet" in a:
+        # Like for like (normalisation in the worker on both sides): issue 12's goals, >= 3x in the first epoch
+        # (decoding from disk) and >= 5x from the second on (decoded-image cache). The worker path leaves the
+        # normalisation to the device, so it is not the same work as MindOCR's: information only.
         m = a.get("mindocr", {}).get("samples_per_s", {}).get("median")
-        t = a["textdet"]["samples_per_s"]["median"]
-        r = a.get("ratio_textdet_over_mindocr", {}).get("median")
-        rows.append(
-            (
-                "(a) train worker pipeline, samples/s",
-                fmt(m),
-                fmt(t),
-                fmt(r, 2) + "x" if r else "n/a",
-                ">= 4x",
-                ("yes" if r >= 4 else "NO") if r else "n/a",
-            )
-        )
+        for label, side, key, goal in (
+                ("(a) pipeline, first epoch (decode + normalise), samples/s", "textdet-full", "ratio_full_over_mindocr",
+                 3.0),
+                ("(a) pipeline, epochs >= 2 (image cache), samples/s", "textdet-full-cached",
+                 "ratio_full_cached_over_mindocr", 5.0),
+                ("    info: worker path, normalise on the device", "textdet", "ratio_textdet_over_mindocr", None),
+                ("    info: worker path + image cache", "textdet-cached", "ratio_cached_over_mindocr", None),
+                ("    info: fuse=False, the sequential reference", "textdet-sequential",
+                 "ratio_sequential_over_mindocr", None)):
+            t = a[side]["samples_per_s"]["median"]
+            r = a.get(key, {}).get("median")
+            met = ("yes" if r >= goal else "NO") if r and goal else ("n/a" if goal else "")
+            rows.append((label, fmt(m), fmt(t), fmt(r, 2) + "x" if r else "n/a", f">= {goal:g}x" if goal else "", met))
         dn = a.get("device_normalize", {}).get("ms_per_sample")
         rw = a.get("ratio_worker_plus_cpu_normalize_over_mindocr", {}).get("median")
-        rows.append((f"    + device normalise {fmt(dn, 2)} ms/sample on 1 CPU core (info)", "", "",
+        rows.append((f"    info: worker path + device normalise ({fmt(dn, 2)} ms/sample) on 1 CPU core", "", "",
                      fmt(rw, 2) + "x" if rw else "n/a", "", ""))
-        for label, side, key in (("    textdet full, normalise in worker (info)", "textdet-full",
-                                  "ratio_full_over_mindocr"),
-                                 ("    textdet fuse=False, full (info)", "textdet-sequential",
-                                  "ratio_sequential_over_mindocr"),
-                                 ("    textdet worker path + image cache (epochs >= 2)", "textdet-cached",
-                                  "ratio_cached_over_mindocr"),
-                                 ("    textdet CPU-training path + image cache", "textdet-full-cached",
-                                  "ratio_full_cached_over_mindocr")):
-            s = a[side]["samples_per_s"]["median"]
-            rs = a.get(key, {}).get("median")
-            rows.append((label, fmt(m), fmt(s), fmt(rs, 2) + "x" if rs else "n/a", "", ""))
     c = result.get("postprocess", {}).get("sets", {})
     for name, e in c.items():
         m = e.get("ms_per_map_mindocr", {}).get("median")
