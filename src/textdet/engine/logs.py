@@ -125,7 +125,7 @@ def banner(t) -> str:
          else f"off ({cfg.loss_scaler.type} in the config; scaling only matters for fp16)"),
         ("Compiled", t.compiled),
         ("Normalisation", "on the device (workers ship uint8)" if t.normalize is not None
-         else "in the loader workers (one fused OpenCV call)"),
+         else "in the loader workers (a float32 table per channel)"),
         ("Workers", t.train_loader.num_workers),
         ("Run folder", os.path.abspath(t.run_dir))]
     line = "=" * 80
