@@ -193,6 +193,14 @@ def test_bad_config_fails_fast_with_location(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_dry_run_with_compile_and_a_bad_optimizer_setting(synth_root, tmp_path, capsys):
+    """torch.compile and the optimizer thread both import torch._dynamo: the start waits for the thread instead of
+    racing it; torch's own check of an optimizer setting fails the dry run as a config error, not later."""
+    opts = [a for o in tiny_overrides(synth_root, str(tmp_path / "run")) for a in ("-o", o)]
+    assert main(["train", "--dry-run", "--compile", "on", *opts]) == 0
+    assert main(["train", "--dry-run", *opts, "-o", "optimizer.opt=adam", "-o", "optimizer.beta1=1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "optimizer (adam): Invalid beta parameter" in err and "Traceback" not in err
 
 
 def test_user_config_dry_run_prints_mindocr_banner(synth_root, tmp_path, capsys, monkeypatch):

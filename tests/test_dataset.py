@@ -151,4 +151,5 @@ def test_keep_freed_memory_stops_page_faults_between_samples():
     thp = "/sys/kernel/mm/transparent_hugepage/enabled"
     huge = os.path.exists(thp) and "[always]" in open(thp).read()  # then a 2 MiB page is one fault
     assert faults("default")[1] >= (8 if huge else 1000)  # 2,021 here (4 KiB pages)
-    assert faults("keep") == ("True", 0.0)
+    taken, kept = faults("keep")
+    assert taken == "True" and kept <= 1  # 0 here; a stray fault is not the heap

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -30,13 +31,10 @@ def image_sizes(paths: Sequence[str]) -> list[tuple[int, int]]:
 
 def available_memory() -> int:
     """Bytes of memory the kernel says are available (MemAvailable), or 0 when unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return 0
 
 

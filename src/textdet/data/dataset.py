@@ -124,7 +124,7 @@ def collate(samples: list[dict]) -> dict[str, Any]:
         elif (key not in RAGGED_KEYS and all(isinstance(v, np.ndarray) for v in values)
               and len({v.shape for v in values}) == 1):
             # torch's default_collate stacks into shared memory in a loader worker: the hand-off then copies nothing
-            batch[key] = default_collate([torch.from_numpy(v) for v in values])
+            batch[key] = default_collate([torch.from_numpy(np.ascontiguousarray(v)) for v in values])
         else:
             batch[key] = values
     return batch

@@ -137,9 +137,9 @@ class DetLabelEncode:
     def _warn_outside(self, sample: Sample) -> Sample:
         """A polygon entirely off the decoded image is a labelling mistake (kept: later steps drop it)."""
         polys = sample["polys"]
-        if "image" not in sample or not len(polys):
+        if not len(polys):
             return sample
-        h, w = sample["image"].shape[:2]
+        h, w = sample["image"].shape[:2] if "image" in sample else (float("inf"), float("inf"))
         points, starts = np.concatenate(polys), np.cumsum([0] + [len(p) for p in polys[:-1]])
         lo, hi = np.minimum.reduceat(points, starts), np.maximum.reduceat(points, starts)  # per polygon, one call
         for i in np.flatnonzero((lo[:, 0] >= w) | (lo[:, 1] >= h) | (hi[:, 0] < 0) | (hi[:, 1] < 0)):

@@ -219,9 +219,7 @@ def _plain_number(v: object) -> int | float:
     """numpy scalars -> Python numbers, so json.dumps accepts them."""
     if isinstance(v, (bool, np.bool_)):
         raise ValueError(f"expected a number, got {v!r}")
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    return float(v)
+    return int(v) if isinstance(v, (int, np.integer)) else float(v)
 
 
 def format_label_line(rel_path: str, annotations: Sequence[dict]) -> str:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from textdet.config.components import lookup
+from textdet.errors import ConfigError
 
 
 def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
@@ -57,13 +58,15 @@ def build_optimizer(model: nn.Module, opt: str, lr: float, weight_decay: float =
     """An optimizer by MindOCR name (case-insensitive: ``SGD`` works as in the user's config)."""
     make = lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
     groups = param_groups(model, weight_decay, filter_bias_and_bn, list(no_weight_decay_params))
-    return make(groups, lr=lr, momentum=momentum, nesterov=nesterov, beta1=beta1, beta2=beta2, eps=eps)
+    try:
+        return make(groups, lr=lr, momentum=momentum, nesterov=nesterov, beta1=beta1, beta2=beta2, eps=eps)
+    except ValueError as err:  # torch's own checks (lr, betas, eps, momentum)
+        raise ConfigError(f"optimizer ({opt}): {err}; check the optimizer section and scheduler.lr") from None
 
 
 def build_optimizer_in_background(model: nn.Module, opt: str, *args, **kwargs) -> Future:
-    """``build_optimizer`` in a thread; the name is checked at once. torch.optim imports torch._dynamo on first use
-    (1.3 s on a CPU, holding the main thread before its first batch): in a thread it runs while the first batch is
-    fetched and the first forward and backward compute (docs/BENCHMARKS.md, start-up)."""
+    """``build_optimizer`` in a thread, the name checked at once: torch.optim's first use imports torch._dynamo (1.3 s
+    on a CPU), which then runs while the first batch is fetched and computed (docs/BENCHMARKS.md, start-up)."""
     lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
     pool = ThreadPoolExecutor(1, thread_name_prefix="textdet-optimizer")
     future = pool.submit(build_optimizer, model, opt, *args, **kwargs)

@@ -94,8 +94,7 @@ class Trainer:
         train_pipe, self.normalize = build.split_device_normalize(pipelines["train"], on_gpu)
         train_pipe, self.targets = split_device_targets(train_pipe, cfg.train.targets_on_device, self.device)
         self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None)
-        self.evaluate_enabled = "eval" in pipelines
-        self.eval_set = None
+        self.evaluate_enabled, self.eval_set = "eval" in pipelines, None
         if self.evaluate_enabled:
             eval_pipe, self.eval_normalize = build.split_device_normalize(pipelines["eval"], on_gpu)
             self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
@@ -165,10 +164,13 @@ class Trainer:
         """DDP and torch.compile wrap the forward only; the raw module stays in self.model."""
         model = self.model
         self.forward_model: nn.Module = model
+        self.compiled = want_compile(compile, self.cfg.system.mode, is_accelerator(self.device))
+        if self.dist.enabled or self.compiled or self.dry_run:
+            # DDP and torch.compile import torch._dynamo too: not beside the thread's import; a dry run checks settings
+            _ = self.optimizer
         if self.dist.enabled:
             ids = [self.device.index] if is_accelerator(self.device) else None
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        self.compiled = want_compile(compile, self.cfg.system.mode, is_accelerator(self.device))
         if self.compiled:
             enable_compile_cache()
             self.forward_model = torch.compile(self.forward_model)
@@ -182,8 +184,7 @@ class Trainer:
             if part is not None and ck.get(key):
                 part.load_state_dict(ck[key])
         self.epoch, self.step_in_epoch = int(ck.get("epoch", 0)), int(ck.get("step_in_epoch", 0))
-        self.global_step = int(ck.get("step", 0))
-        self.best = float(ck.get("best_metric", -math.inf))
+        self.global_step, self.best = int(ck.get("step", 0)), float(ck.get("best_metric", -math.inf))
         if "rng" in ck:
             checkpoint.set_rng_state(ck["rng"])
         if self.main:
