@@ -14,11 +14,12 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 from conftest import RECIPE, tiny_overrides
 from textdet.cli import main
 from textdet.config import load_config
-from textdet.data.dataset import DetDataset, build_loader
+from textdet.data.dataset import DetDataset, build_loader, collate
 from textdet.data.pipeline import build_transforms
 from textdet.errors import DataError
 
@@ -90,6 +91,21 @@ def test_same_batches_with_and_without_workers(synth_root, tmp_path):
         assert torch.equal(batches[0][key], batches[1][key])
     loader.sampler.set_epoch(2)
     assert not torch.equal(next(iter(loader))["image"], batches[1]["image"])
+
+
+def _collate_reporting_shared(samples: list[dict]) -> dict:
+    batch = collate(samples)
+    return {**batch, "stacked_in_shared_memory": batch["image"].is_shared()}
+
+
+def test_worker_collates_into_shared_memory():
+    """In a worker the batch is stacked straight into shared memory (the hand-off copies nothing); in this process
+    it is an ordinary tensor. Strided (flipped) arrays stack too."""
+    samples = [{"image": np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::-1], "polys": [k]} for k in range(4)]
+    batch = next(iter(DataLoader(samples, batch_size=4, num_workers=1, collate_fn=_collate_reporting_shared)))
+    assert batch["stacked_in_shared_memory"] is True and batch["polys"] == [[0], [1], [2], [3]]
+    assert torch.equal(batch["image"][3], torch.tensor([[2.0, 1, 0], [5, 4, 3]]))
+    assert _collate_reporting_shared(samples)["stacked_in_shared_memory"] is False
 
 
 def test_drop_remainder_with_too_few_samples_is_explained(synth_root, tmp_path):

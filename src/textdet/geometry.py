@@ -92,6 +92,13 @@ def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tupl
     return xs[l0], ys[l0], xs[r0], ys[r0], xs[r1], ys[r1], xs[l1], ys[l1]
 
 
+def poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-polygon (N, 2) min and max corners (x, y) of non-empty polygons, computed with one reduceat each."""
+    pts = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in polys])
+    starts = np.concatenate([[0], np.cumsum([len(p) for p in polys])[:-1]])
+    return np.minimum.reduceat(pts, starts, axis=0), np.maximum.reduceat(pts, starts, axis=0)
+
+
 def map_polys(polys: list[np.ndarray], matrix: np.ndarray) -> list[np.ndarray]:
     """Apply a (3, 3) or (2, 3) affine ``matrix`` to every (P_i, 2) polygon in one product -> float32 arrays."""
     if len(polys) == 0:

@@ -12,7 +12,7 @@ import numpy as np
 
 from textdet.config.components import component_repr
 from textdet.errors import SampleError
-from textdet.geometry import polygon_area, polygon_areas
+from textdet.geometry import poly_bounds, polygon_area, polygon_areas
 
 Sample = dict[str, Any]
 IGNORE_TEXTS = ("###", "*")
@@ -140,8 +140,7 @@ class DetLabelEncode:
         if not len(polys):
             return sample
         h, w = sample["image"].shape[:2] if "image" in sample else (float("inf"), float("inf"))
-        points, starts = np.concatenate(polys), np.cumsum([0] + [len(p) for p in polys[:-1]])
-        lo, hi = np.minimum.reduceat(points, starts), np.maximum.reduceat(points, starts)  # per polygon, one call
+        lo, hi = poly_bounds(polys)
         for i in np.flatnonzero((lo[:, 0] >= w) | (lo[:, 1] >= h) | (hi[:, 0] < 0) | (hi[:, 1] < 0)):
             warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image",
                           stacklevel=2)

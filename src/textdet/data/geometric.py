@@ -15,7 +15,7 @@ from textdet.checks import check_pair, check_prob, sorted_pair
 from textdet.config.components import component_repr
 from textdet.data.decode import Sample
 from textdet.data.resize import pad_bottom_right
-from textdet.geometry import map_polys, next_vertices, polygon_area, polygon_areas
+from textdet.geometry import map_polys, next_vertices, poly_bounds, polygon_area, polygon_areas
 
 
 # ----------------------------------------------------------------------------- affine steps
@@ -136,13 +136,6 @@ class RandomScale:
     __repr__ = component_repr
 
 
-def _poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-polygon (N, 2) min and max corners (x, y), computed with one reduceat each."""
-    pts = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in polys])
-    starts = np.concatenate([[0], np.cumsum([len(p) for p in polys])[:-1]])
-    return np.minimum.reduceat(pts, starts, axis=0), np.maximum.reduceat(pts, starts, axis=0)
-
-
 def occupied(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
     """(n,) bool: the indices 0..n-1 covered by any interval [round(lo_k), round(hi_k)] (``lo``, ``hi``: (K,)),
     by a difference array; an interval outside 0..n-1 marks nothing (MindOCR would mark index 0)."""
@@ -177,7 +170,7 @@ class RandomCropWithBBox:
         keep = [p for p, ig in zip(polys, ignore, strict=True) if not ig and len(p)]
         if not keep:
             return full
-        lo, hi = _poly_bounds(keep)
+        lo, hi = poly_bounds(keep)
         rows, cols = occupied(lo[:, 1], hi[:, 1], h), occupied(lo[:, 0], hi[:, 0], w)
         if rows.all() or cols.all():
             return full
