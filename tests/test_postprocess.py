@@ -358,3 +358,14 @@ def test_threshold_is_inclusive_and_buffer_reuse_is_safe():
 def test_shape_list_must_be_positive():
     with pytest.raises(ValueError, match="> 0"):
         DBPostprocess()(_two_boxes()[None], shape_list=[[64, 128, 0.0, 1.0]])
+
+
+def test_rescale_turns_negative_zero_into_zero():
+    """A corner just left of the image rounds to -0.0 before the clip; the output is +0.0 (copy or not). numpy's
+    maximum already returns +0.0 on x86 builds; the + 0.0 in _rescale covers builds where it keeps -0.0."""
+    for copy in (True, False):
+        polys = np.array([[[-0.3, 5.2], [9.6, -0.4]]])
+        out = dbp._rescale(polys, (10, 10), [10.0, 10.0, 1.0, 1.0], copy=copy)
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out, [[[0.0, 5.0], [9.0, 0.0]]])
+        assert not np.signbit(out).any()

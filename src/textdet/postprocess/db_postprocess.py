@@ -179,11 +179,10 @@ class DBPostprocess:
         contours, _ = cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
         return bitmap, contours[: self.max_candidates]
 
-    def _score(self, prob: np.ndarray, bitmap: np.ndarray, contour: np.ndarray, bbox: Sequence[int] | None,
-               points: np.ndarray | None) -> float:
+    def _score(self, prob: np.ndarray, bitmap: np.ndarray, contour: np.ndarray, points: np.ndarray | None) -> float:
         """The candidate's score per ``score_mode``; ``points``: its box / approximated polygon (for "fast")."""
         if self.score_mode == "bitmap":
-            x, y, w, h = cv2.boundingRect(contour) if bbox is None else bbox
+            x, y, w, h = cv2.boundingRect(contour)
             return cv2.mean(prob[y : y + h, x : x + w], bitmap[y : y + h, x : x + w])[0]
         if self.score_mode == "fast":
             return _mean_inside(prob, points)
@@ -205,7 +204,7 @@ class DBPostprocess:
             scores = [mean(prob[y : y + h, x : x + w], bitmap[y : y + h, x : x + w])[0] for _, _, (x, y, w, h) in found]
         else:
             fast = self.score_mode == "fast"
-            scores = [self._score(prob, bitmap, c, None, cv2.boxPoints(r) if fast else None) for r, c, _ in found]
+            scores = [self._score(prob, bitmap, c, cv2.boxPoints(r) if fast else None) for r, c, _ in found]
         kept = [(r, s) for (r, _, _), s in zip(found, scores, strict=True) if not s < self.box_thresh]  # keeps NaN
         if not kept:
             return [], []
@@ -220,7 +219,7 @@ class DBPostprocess:
         points = cv2.approxPolyDP(contour, epsilon, True).reshape(-1, 2).astype(np.float32)
         if points.shape[0] < 4:
             return None
-        score = self._score(prob, bitmap, contour, None, points)
+        score = self._score(prob, bitmap, contour, points)
         if score < self.box_thresh:
             return None
         expanded = offset_polygon(points, unclip_distance(points, self.expand_ratio))
@@ -245,7 +244,7 @@ def _rescale(polys: np.ndarray, map_hw: tuple[int, int], shape: Sequence[float] 
         np.rint(polys, out=polys)  # np.round's half to even, without its Python wrapper
     np.maximum(polys, 0.0, out=polys)
     np.minimum(polys, (w - 1, h - 1), out=polys)
-    return np.add(polys, 0.0, dtype=np.float32)  # + 0.0 turns a rounded -0.0 into 0.0
+    return np.add(polys, 0.0, dtype=np.float32)  # the cast; + 0.0 also turns a -0.0 max() kept into 0.0
 
 
 def _finish_quads(rects: list[tuple], map_hw: tuple[int, int], shape: Sequence[float] | None) -> list[np.ndarray]:
