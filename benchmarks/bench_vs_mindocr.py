@@ -251,6 +251,11 @@ def fresh_map_seconds(pp: Any, pairs: list[tuple]) -> float:
     return total
 
 
+def mindocr_side(side: str) -> str:
+    """The MindOCR timing a textdet side is compared with: the fresh-map one for a fresh-map side."""
+    return "mindocr-fresh-map" if side.endswith("fresh-map") else "mindocr"
+
+
 def contiguous_handoff(sample: dict, columns: list[str]) -> tuple:
     """What a loader ships: the output columns, each as a C-contiguous array."""
     return tuple(np.ascontiguousarray(sample[c]) for c in columns)
@@ -656,7 +661,7 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
         if "mindocr" in times:
             for side in times:
                 if not side.startswith("mindocr"):
-                    base = times["mindocr-fresh-map" if side.endswith("fresh-map") else "mindocr"]
+                    base = times[mindocr_side(side)]
                     key = "ratio_textdet_over_mindocr" if side == "textdet" else f"ratio_{side}_over_mindocr"
                     entry[key] = summarize([a / b for a, b in zip(base, times[side], strict=True)])
         res["sets"][name] = entry
@@ -899,7 +904,7 @@ def print_summary(result: dict) -> None:
         ):
             if f"ms_per_map_{side}" in e:
                 r2 = e.get(f"ratio_{side}_over_mindocr", {}).get("median")
-                base = e.get("ms_per_map_mindocr-fresh-map" if side.endswith("fresh-map") else "ms_per_map_mindocr", {})
+                base = e.get(f"ms_per_map_{mindocr_side(side)}", {})
                 rows.append(
                     (
                         f"    info: {side}, ms/map ({e.get(key)} boxes)",
