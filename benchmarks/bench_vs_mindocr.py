@@ -65,6 +65,7 @@ import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import cv2
@@ -254,6 +255,17 @@ def fresh_map_seconds(pp: Any, pairs: list[tuple]) -> float:
 def mindocr_side(side: str) -> str:
     """The MindOCR timing a textdet side is compared with: the fresh-map one for a fresh-map side."""
     return "mindocr-fresh-map" if side.endswith("fresh-map") else "mindocr"
+
+
+def without_link_runs(run: Callable[[], Any]) -> Any:
+    """``run()`` with textdet's post-processing on ``cv2.findContours`` alone (no link-runs tracer)."""
+    from textdet.postprocess import db_postprocess
+
+    saved, db_postprocess._LINK_RUNS = db_postprocess._LINK_RUNS, None
+    try:
+        return run()
+    finally:
+        db_postprocess._LINK_RUNS = saved
 
 
 def contiguous_handoff(sample: dict, columns: list[str]) -> tuple:
@@ -623,6 +635,13 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
         out_fast = [ours_fast(b, s)[0]["polys"] for b, s in zip(batches, shape_rows, strict=True)]
         entry["boxes_textdet_fast_score"] = int(sum(len(p) for p in out_fast))
         funcs["textdet-fast-score"] = lambda pairs=pairs: [ours_fast(b, s) for b, s in pairs]
+        # information: findContours for every map instead of the link-runs tracer (textdet before 2026-12-04 04:30)
+        out_fc = without_link_runs(lambda pairs=pairs: [ours(b, s)[0]["polys"] for b, s in pairs])
+        entry["findcontours_same_output"] = all(
+            len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y, strict=True))
+            for x, y in zip(out_fc, out_ours, strict=True)
+        )
+        funcs["textdet-findcontours"] = lambda pairs=pairs: without_link_runs(lambda: [ours(b, s) for b, s in pairs])
         # information: the engine path, the bitmap P >= binary_thresh made on the device and handed over with P
         # (pred["bitmap"]); it is made here, before timing, so the CPU threshold is not counted
         given = [({"binary": b, "bitmap": b >= ours.binary_thresh}, s) for b, s in pairs]
@@ -899,6 +918,7 @@ def print_summary(result: dict) -> None:
         )
         for side, key in (
             ("textdet-fast-score", "boxes_textdet_fast_score"),
+            ("textdet-findcontours", "boxes_textdet"),
             ("textdet-given-bitmap", "boxes_textdet_given_bitmap"),
             ("textdet-fresh-map", "boxes_textdet"),
         ):
@@ -1119,6 +1139,8 @@ def main(argv: list[str] | None = None) -> int:
                         if "ms_per_map_mindocr" in e
                         else ""
                     )
+                    + f"; with findContours only: {e['ms_per_map_textdet-findcontours']['median']:.2f} ms/map, "
+                    f"same output: {e['findcontours_same_output']}"
                 )
         except Exception as err:
             result["postprocess"] = fail("c (post-processing)", err)

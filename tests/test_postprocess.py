@@ -369,3 +369,96 @@ def test_rescale_turns_negative_zero_into_zero():
         assert out.dtype == np.float32
         np.testing.assert_array_equal(out, [[[0.0, 5.0], [9.0, 0.0]]])
         assert not np.signbit(out).any()
+
+
+needs_link_runs = pytest.mark.skipif(dbp._LINK_RUNS is None, reason="OpenCV < 4.10: no findContoursLinkRuns")
+
+
+def _find_contours(bitmap: np.ndarray) -> list[np.ndarray]:
+    return list(cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0])
+
+
+def _box_possible(contour: np.ndarray) -> bool:
+    """_quad_rects' bounding-box prefilter: can this contour give a box?"""
+    _, _, w, h = cv2.boundingRect(contour)
+    return (w - 1) * (h - 1) >= 9
+
+
+@needs_link_runs
+def test_quad_candidates_known_answers(monkeypatch):
+    """A rectangle and an L: findContours' order (last found first), starts, bounding boxes and rectangles; holes."""
+    bitmap = np.zeros((12, 16), np.uint8)
+    bitmap[1:4, 2:8] = 1  # x 2..7, y 1..3
+    bitmap[1:9, 10:12] = 1  # the L: x 10..11, y 1..8 ...
+    bitmap[7:9, 10:15] = 1  # ... and x 10..14, y 7..8
+    got = dbp.quad_candidates(bitmap, 1000)
+    assert [tuple(c[0].ravel()) for c, _ in got] == [(10, 1), (2, 1)]
+    assert [box for _, box in got] == [(10, 1, 5, 8), (2, 1, 6, 3)]
+    (cx, cy), sides, _ = cv2.minAreaRect(got[1][0])
+    assert (cx, cy, sorted(sides)) == (4.5, 2.0, [2.0, 5.0])
+    assert [cv2.minAreaRect(c) for c, _ in got] == [cv2.minAreaRect(c) for c in _find_contours(bitmap)]  # bit for bit
+    # a 1-pixel hole in the L: findContours' contour of it has a 3x3 bounding box, no box: left out
+    bitmap[7, 11] = 0
+    assert len(_find_contours(bitmap)) == 3
+    assert [box for _, box in dbp.quad_candidates(bitmap, 1000)] == [(10, 1, 5, 8), (2, 1, 6, 3)]
+    # a 3x3 hole in a 7x7 square: a 5x5 hole contour could give a box -> findContours is needed
+    square = np.zeros((9, 9), np.uint8)
+    square[1:8, 1:8] = 1
+    square[3:6, 3:6] = 0
+    assert dbp.quad_candidates(square, 1000) is None
+    assert dbp.quad_candidates(bitmap, 2) is None  # findContours' list (3 with the hole) would be cut
+    assert dbp.quad_candidates(np.zeros((4, 4), np.uint8), 1000) == []
+    monkeypatch.setattr(dbp, "_LINK_RUNS", None)  # OpenCV < 4.10
+    assert dbp.quad_candidates(bitmap, 1000) is None
+
+
+@needs_link_runs
+def test_quad_candidates_are_find_contours_ones():
+    """On random bitmaps (holes, islands in holes, specks, image borders): every contour that may give a box, in
+    findContours' order with its minAreaRect; None only when a hole's contour may give a box."""
+    rng = np.random.default_rng(3)
+    fallbacks, rects = 0, []
+    for i in range(400):
+        h, w = rng.integers(2, 40, 2)
+        bitmap = (rng.random((h, w)) < rng.uniform(0.1, 0.9)).astype(np.uint8)
+        if i % 2:  # blocky shapes: large holes and islands
+            small = (rng.random((max(h // 4, 1), max(w // 4, 1))) < 0.6).astype(np.uint8)
+            bitmap = cv2.resize(small, (int(w), int(h)), interpolation=cv2.INTER_NEAREST)
+        got = dbp.quad_candidates(bitmap, 1000)
+        if got is None:
+            fallbacks += 1
+            contours, hierarchy = cv2.findContours(bitmap, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)
+            assert any(_box_possible(c) for c, link in zip(contours, hierarchy[0], strict=True) if link[3] >= 0)
+            continue
+        legacy = [c for c in _find_contours(bitmap) if _box_possible(c)]
+        assert [box for _, box in got] == [cv2.boundingRect(c) for c in legacy]
+        for (c, _), old in zip(got, legacy, strict=True):
+            rects.append((cv2.minAreaRect(c), cv2.minAreaRect(old)))
+    assert 20 < fallbacks < 200  # both paths were exercised
+    # Bit for bit, but where findContours passes a point twice (a 1-pixel neck) its hull starts elsewhere and
+    # minAreaRect may break a tie otherwise: the same box written another way, or another box of the same area
+    assert sum(a == b for a, b in rects) >= 0.99 * len(rects)
+    for a, b in rects:
+        assert a[1][0] * a[1][1] == pytest.approx(b[1][0] * b[1][1], rel=1e-5)
+
+
+@needs_link_runs
+def test_link_runs_do_not_change_the_output(monkeypatch):
+    """Quads with and without the link-runs tracer: the same boxes and scores, bit for bit, holes or not."""
+    rings = np.zeros((64, 128), np.float32)
+    _fill(rings, 4, 4, 40, 30, 0.9)
+    _fill(rings, 12, 12, 13, 12, 0.1)  # a 2x1 hole: findContours' contour of it spans 4x3 pixels, no box
+    _fill(rings, 60, 4, 120, 60, 0.8)
+    _fill(rings, 70, 14, 110, 50, 0.2)  # a large hole: findContours is needed
+    maps = [_many_blobs(40), rings, rings[:, :50]]
+    for kwargs in ({}, {"score_mode": "fast"}, {"use_dilation": True}, {"box_thresh": 0.3, "binary_thresh": 0.5}):
+        pp = DBPostprocess(**kwargs)
+        fast = [pp(m[None])[0] for m in maps]
+        with monkeypatch.context() as patch:
+            patch.setattr(dbp, "_LINK_RUNS", None)
+            slow = [pp(m[None])[0] for m in maps]
+        for a, b in zip(fast, slow, strict=True):
+            assert a["scores"] == b["scores"]
+            assert len(a["polys"]) == len(b["polys"]) and all(map(np.array_equal, a["polys"], b["polys"]))
+    assert dbp.quad_candidates(dbp.threshold_map(rings, 0.3), 1000) is None
+    assert len(dbp.quad_candidates(dbp.threshold_map(rings[:, :50], 0.3), 1000)) == 1

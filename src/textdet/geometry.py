@@ -41,9 +41,7 @@ def shrink_distance(poly: np.ndarray, shrink_ratio: float) -> float:
 def unclip_distance(poly: np.ndarray, expand_ratio: float) -> float:
     """Post-processing's offset D = A * ratio / L that undoes the training-time shrink."""
     perimeter = polygon_perimeter(poly)
-    if perimeter <= 0:
-        return 0.0
-    return polygon_area(poly) * expand_ratio / perimeter
+    return 0.0 if perimeter <= 0 else polygon_area(poly) * expand_ratio / perimeter
 
 
 def offset_polygon(poly: np.ndarray, distance: float) -> list[np.ndarray]:

@@ -186,10 +186,8 @@ class _Builder:
             default_name = _default_component_name(fields[key])
             if default_name and isinstance(value, dict) and "name" not in value:
                 value = {"name": default_name, **value}  # e.g. -o postprocess.box_thresh=0.5 alone
-            if dataclasses.is_dataclass(tp):
-                kwargs[key] = self.build(tp, value, path)
-            else:
-                kwargs[key] = _coerce(value, tp, f"{self.meta.where(path)}: '{path}'")
+            kwargs[key] = (self.build(tp, value, path) if dataclasses.is_dataclass(tp)
+                           else _coerce(value, tp, f"{self.meta.where(path)}: '{path}'"))
         return cls(**kwargs)
 
 

@@ -70,9 +70,7 @@ def _parse_polygon(points: Any) -> tuple[np.ndarray | None, str]:
         poly = poly.astype(np.float32)  # huge values overflow to inf here, so check after the cast
     if not np.isfinite(poly).all():
         return None, "non-finite coordinates"
-    if polygon_area(poly) <= 0:
-        return None, "zero area"
-    return poly, ""
+    return (None, "zero area") if polygon_area(poly) <= 0 else (poly, "")
 
 
 class DetLabelEncode:
@@ -112,9 +110,7 @@ class DetLabelEncode:
             area = polygon_areas(p)
         # polygon_area sums in another order; only a (near-)zero area could compare differently
         scale = np.abs(p).max(axis=(1, 2)) ** 2 + 1.0
-        if not (area > 1e-9 * scale).all():
-            return None
-        return list(arr)
+        return list(arr) if (area > 1e-9 * scale).all() else None
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         entries = self._entries(sample)

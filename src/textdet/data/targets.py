@@ -48,9 +48,7 @@ def polys_and_tags(sample: dict[str, Any]) -> tuple[list[Any], np.ndarray]:
 def _as_polygon(poly: Any) -> np.ndarray | None:
     """(P, 2) float64 copy of ``poly``, or None when it cannot be drawn (non-finite, < 3 points, bad shape)."""
     p = np.asarray(poly, dtype=np.float64)
-    if p.ndim != 2 or p.shape[0] < 3 or p.shape[1] != 2 or not np.isfinite(p).all():
-        return None
-    return p
+    return None if p.ndim != 2 or p.shape[0] < 3 or p.shape[1] != 2 or not np.isfinite(p).all() else p
 
 
 def _fill(canvas: np.ndarray, poly: np.ndarray, value: float) -> None:

@@ -84,9 +84,7 @@ class DBFPN(nn.Module):
         outs = [conv(p) for conv, p in zip(self.out, laterals, strict=True)]
         outs = [outs[0]] + [_resize_to(o, outs[0]) for o in outs[1:]]  # all to stride 4
         outs = outs[::-1]  # [O5, O4, O3, O2]: the original DB code's order, kept for checkpoint compatibility
-        if self.asf is not None:
-            return self.asf(outs)
-        return torch.cat(outs, dim=1)
+        return self.asf(outs) if self.asf is not None else torch.cat(outs, dim=1)
 
 
 class RSELayer(nn.Module):

@@ -4,6 +4,7 @@ score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Qu
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -18,10 +19,14 @@ from textdet.geometry import box_points, offset_polygon, order_quads, quad_corne
 _BOX_TYPES = ("quad", "poly")
 _SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)
+# A contour's points span (w - 1) x (h - 1) of its w x h bounding box, so minAreaRect's s * l >= s^2 is at most
+# (w - 1)(h - 1): below _MIN_AREA its short side s < 3 and step 3 drops it. Most specks go for one boundingRect each.
+_MIN_AREA = _MIN_SIDE * _MIN_SIDE
 _POLY_EPSILON = 0.005  # approxPolyDP tolerance as a fraction of the contour length (MindOCR)
 _DILATION_KERNEL = np.ones((2, 2), dtype=np.uint8)
 _VECTORISE_FROM = 40  # boxes per map from which numpy beats pure Python (see _finish_quads)
 _BUFFERS = threading.local()  # per-thread reusable threshold output (a fresh 1 MB array costs page faults)
+_LINK_RUNS = getattr(cv2, "findContoursLinkRuns", None)  # OpenCV >= 4.10
 
 
 def _nhw(x: Any, floats: bool) -> np.ndarray:
@@ -62,6 +67,28 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
             out = _BUFFERS.bitmap = np.empty(prob.shape, np.uint8)
     np.greater_equal(prob, thresh, out=out.view(np.bool_))
     return out
+
+
+def quad_candidates(bitmap: np.ndarray, max_candidates: int) -> list[tuple[np.ndarray, tuple]] | None:
+    """(contour, bounding box) of findContours' contours past the ``_MIN_AREA`` filter, from OpenCV's link-runs tracer
+    (faster): same order, starts, directions, boxes, hulls (docs/DESIGN_NOTES.md). None where findContours is needed: a
+    hole that may hold a box (link runs traces holes otherwise), over ``max_candidates`` contours, OpenCV < 4.10."""
+    contours = _LINK_RUNS(bitmap)[0] if _LINK_RUNS is not None else ()
+    if _LINK_RUNS is None or len(contours) > max_candidates:
+        return None
+    found = []
+    for c in reversed(contours):  # findContours' order
+        x, y, w, h = box = cv2.boundingRect(c)
+        y0 = c.item(1)  # a hole's contour starts below its top row or heads left along it, an outer one never
+        if y0 > y or (c.size > 2 and c.item(3) == y0 and c.item(2) < c.item(0)):
+            if (w - 1) * (h + 1) >= _MIN_AREA:  # findContours' hole contour spans a row more above and below
+                return None
+        elif (w - 1) * (h - 1) >= _MIN_AREA:
+            found.append((c.take(_backwards(len(c)), axis=0), box))
+    return found
+
+
+_backwards = functools.lru_cache(maxsize=256)(lambda n: np.r_[0, n - 1 : 0 : -1])  # p0, p(n-1), .., p1: findContours'
 
 
 def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
@@ -162,22 +189,19 @@ class DBPostprocess:
             rects, scores = self._quad_rects(prob, bitmap)
             boxes = order_quads(box_points(np.array(rects, dtype=np.float64).reshape(-1, 5)))
             return list(boxes.astype(np.float32)), scores
-        bitmap, contours = self._contours(prob, bitmap)
+        bitmap, source = self._bitmaps(prob, bitmap)
         polys, scores = [], []
-        for contour in contours:
+        for contour in cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0][: self.max_candidates]:
             found = self._poly_candidate(prob, bitmap, contour)
             if found is not None:
                 polys.append(found[0])
                 scores.append(found[1])
         return polys, scores
 
-    def _contours(self, prob: np.ndarray, bitmap: np.ndarray | None) -> tuple[np.ndarray, Sequence[np.ndarray]]:
-        """The foreground bitmap (uint8) and the first ``max_candidates`` contours of (maybe dilated) it."""
-        if bitmap is None:
-            bitmap = threshold_map(prob, self.binary_thresh)
-        source = cv2.dilate(bitmap, _DILATION_KERNEL) if self.use_dilation else bitmap
-        contours, _ = cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
-        return bitmap, contours[: self.max_candidates]
+    def _bitmaps(self, prob: np.ndarray, bitmap: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The foreground bitmap (uint8) and the one to search for contours (dilated with ``use_dilation``)."""
+        bitmap = threshold_map(prob, self.binary_thresh) if bitmap is None else bitmap
+        return bitmap, cv2.dilate(bitmap, _DILATION_KERNEL) if self.use_dilation else bitmap
 
     def _score(self, prob: np.ndarray, bitmap: np.ndarray, contour: np.ndarray, points: np.ndarray | None) -> float:
         """The candidate's score per ``score_mode``; ``points``: its box / approximated polygon (for "fast")."""
@@ -190,13 +214,13 @@ class DBPostprocess:
 
     def _quad_rects(self, prob: np.ndarray, bitmap: np.ndarray | None) -> tuple[list[tuple], list[float]]:
         """Quad candidates of one map: unclipped rectangles ``(cx, cy, w, h, angle)`` in map pixels, and scores."""
-        bitmap, contours = self._contours(prob, bitmap)
-        # Filter by bounding box before the per-contour work. The contour's points lie in its bounding box,
-        # a (bw - 1) x (bh - 1) rectangle, so minAreaRect's area s * l >= s^2 is at most (bw - 1)(bh - 1):
-        # a product < 9 means a short side s < 3, which step 3 would drop. This removes most noise specks
-        # for one boundingRect call each (a list comprehension beats numpy here: the calls dominate).
-        min_area = _MIN_SIDE * _MIN_SIDE
-        candidates = [(c, r) for c in contours if ((r := cv2.boundingRect(c))[2] - 1) * (r[3] - 1) >= min_area]
+        bitmap, source = self._bitmaps(prob, bitmap)
+        # "slow" scores rasterise the contour's own points, which must then be findContours'
+        candidates = quad_candidates(source, self.max_candidates) if self.score_mode != "slow" else None
+        if candidates is None:
+            contours = cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0][: self.max_candidates]
+            boxes = ((c, cv2.boundingRect(c)) for c in contours)
+            candidates = [(c, r) for c, r in boxes if (r[2] - 1) * (r[3] - 1) >= _MIN_AREA]
         # One pass per C function, filtering between them: each function's code stays in the CPU's caches (2-3%)
         found = [(rect, c, box) for c, box in candidates if min((rect := cv2.minAreaRect(c))[1]) >= _MIN_SIDE]
         if self.score_mode == "bitmap":  # the common path: one C call per candidate, inline
@@ -226,9 +250,7 @@ class DBPostprocess:
         if len(expanded) != 1:  # vanished, or split into pieces (only a concave polygon can split)
             return None
         sides = cv2.minAreaRect(expanded[0].reshape(-1, 1, 2).astype(np.float32))[1]
-        if min(sides) < _MIN_SIDE + 2:
-            return None
-        return expanded[0].astype(np.float32), score
+        return None if min(sides) < _MIN_SIDE + 2 else (expanded[0].astype(np.float32), score)
 
 
 def _rescale(polys: np.ndarray, map_hw: tuple[int, int], shape: Sequence[float] | None,
@@ -252,8 +274,6 @@ def _finish_quads(rects: list[tuple], map_hw: tuple[int, int], shape: Sequence[f
     ``_VECTORISE_FROM`` boxes (a numpy call costs about a box), numpy above."""
     if not rects:
         return []
-    if len(rects) >= _VECTORISE_FROM:
-        boxes = order_quads(box_points(np.array(rects, dtype=np.float64)))
-    else:
-        boxes = np.array([quad_corners(*rect) for rect in rects], dtype=np.float64).reshape(-1, 4, 2)
+    boxes = (order_quads(box_points(np.array(rects, dtype=np.float64))) if len(rects) >= _VECTORISE_FROM
+             else np.array([quad_corners(*rect) for rect in rects], dtype=np.float64).reshape(-1, 4, 2))
     return list(_rescale(boxes, map_hw, shape, copy=False))
