@@ -54,11 +54,13 @@ Output: human-readable text, a final summary table; ``--json`` prints one JSON o
 from __future__ import annotations
 
 import argparse
+import atexit
 import copy
 import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -195,7 +197,10 @@ def prepare_data(args: argparse.Namespace) -> tuple[str, list[dict], list[dict]]
     if root is None:
         from textdet.data.synth import generate_dataset
 
-        root = args.data_out or tempfile.mkdtemp(prefix="bench_vs_mindocr_")
+        root = args.data_out
+        if root is None:  # a throw-away set: removed when the script ends
+            root = tempfile.mkdtemp(prefix="bench_vs_mindocr_")
+            atexit.register(shutil.rmtree, root, ignore_errors=True)
         if not os.path.exists(os.path.join(root, "train_gt.txt")):
             w, h = (int(v) for v in args.size.lower().split("x"))
             log(f"generating {args.images} train + {args.images} val synthetic {w}x{h} images in {root}")
