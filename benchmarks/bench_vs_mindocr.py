@@ -262,6 +262,16 @@ def mindocr_side(side: str) -> str:
     return "mindocr-fresh-map" if side.endswith("fresh-map") else "mindocr"
 
 
+def same_results(a: list[dict], b: list[dict]) -> bool:
+    """Two lists of post-processing results (one per map): the same scores and the same boxes, bit for bit."""
+    return len(a) == len(b) and all(
+        x["scores"] == y["scores"]
+        and len(x["polys"]) == len(y["polys"])
+        and all(np.array_equal(p, q) for p, q in zip(x["polys"], y["polys"], strict=True))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
 def without_link_runs(run: Callable[[], Any]) -> Any:
     """``run()`` with textdet's post-processing on ``cv2.findContours`` alone (no link-runs tracer)."""
     from textdet.postprocess import db_postprocess
@@ -641,21 +651,16 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
         entry["boxes_textdet_fast_score"] = int(sum(len(p) for p in out_fast))
         funcs["textdet-fast-score"] = lambda pairs=pairs: [ours_fast(b, s) for b, s in pairs]
         # information: findContours for every map instead of the link-runs tracer (textdet before 2026-12-04 04:30)
-        out_fc = without_link_runs(lambda pairs=pairs: [ours(b, s)[0]["polys"] for b, s in pairs])
-        entry["findcontours_same_output"] = all(
-            len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y, strict=True))
-            for x, y in zip(out_fc, out_ours, strict=True)
-        )
+        out_fc = without_link_runs(lambda pairs=pairs: [ours(b, s)[0] for b, s in pairs])
+        entry["boxes_textdet_findcontours"] = int(sum(len(r["polys"]) for r in out_fc))
+        entry["findcontours_same_output"] = same_results(out_fc, [ours(b, s)[0] for b, s in pairs])
         funcs["textdet-findcontours"] = lambda pairs=pairs: without_link_runs(lambda: [ours(b, s) for b, s in pairs])
         # information: the engine path, the bitmap P >= binary_thresh made on the device and handed over with P
         # (pred["bitmap"]); it is made here, before timing, so the CPU threshold is not counted
         given = [({"binary": b, "bitmap": b >= ours.binary_thresh}, s) for b, s in pairs]
-        out_given = [ours(g, s)[0]["polys"] for g, s in given]
-        entry["boxes_textdet_given_bitmap"] = int(sum(len(p) for p in out_given))
-        entry["given_bitmap_same_output"] = all(
-            len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y, strict=True))
-            for x, y in zip(out_given, out_ours, strict=True)
-        )
+        out_given = [ours(g, s)[0] for g, s in given]
+        entry["boxes_textdet_given_bitmap"] = int(sum(len(r["polys"]) for r in out_given))
+        entry["given_bitmap_same_output"] = same_results(out_given, [ours(b, s)[0] for b, s in pairs])
         funcs["textdet-given-bitmap"] = lambda given=given: [ours(g, s) for g, s in given]
         # information: maps warm in the caches, as an eval loop hands them over; above, every map is cold in DRAM
         # (the whole set, 3.7 MB a map, passes between two calls on the same map), on both sides
@@ -923,7 +928,7 @@ def print_summary(result: dict) -> None:
         )
         for side, key in (
             ("textdet-fast-score", "boxes_textdet_fast_score"),
-            ("textdet-findcontours", "boxes_textdet"),
+            ("textdet-findcontours", "boxes_textdet_findcontours"),
             ("textdet-given-bitmap", "boxes_textdet_given_bitmap"),
             ("textdet-fresh-map", "boxes_textdet"),
         ):

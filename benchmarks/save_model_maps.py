@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import numpy as np
 
@@ -41,6 +42,8 @@ def main() -> None:
     detector.postprocess = keep
     ds = cfg.eval.dataset
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: args.images]
+    if not images:
+        sys.exit(f"no images in {os.path.join(ds.dataset_root, ds.data_dir)} (the config's eval set)")
     detector(images)
     same = [i for i, m in enumerate(maps) if m.shape == maps[0].shape]
     np.save(args.out, np.stack([maps[i] for i in same]))

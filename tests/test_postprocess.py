@@ -407,6 +407,7 @@ def test_quad_candidates_known_answers(monkeypatch):
     square[3:6, 3:6] = 0
     assert dbp.quad_candidates(square, 1000) is None
     assert dbp.quad_candidates(bitmap, 2) is None  # findContours' list (3 with the hole) would be cut
+    assert len(dbp.quad_candidates(bitmap, 3)) == 2
     assert dbp.quad_candidates(np.zeros((4, 4), np.uint8), 1000) == []
     monkeypatch.setattr(dbp, "_LINK_RUNS", None)  # OpenCV < 4.10
     assert dbp.quad_candidates(bitmap, 1000) is None
@@ -437,7 +438,7 @@ def test_quad_candidates_are_find_contours_ones():
     assert 20 < fallbacks < 200  # both paths were exercised
     # Bit for bit, but where findContours passes a point twice (a 1-pixel neck) its hull starts elsewhere and
     # minAreaRect may break a tie otherwise: the same box written another way, or another box of the same area
-    assert sum(a == b for a, b in rects) >= 0.99 * len(rects)
+    assert sum(a == b for a, b in rects) >= 0.95 * len(rects)
     for a, b in rects:
         assert a[1][0] * a[1][1] == pytest.approx(b[1][0] * b[1][1], rel=1e-5)
 
@@ -451,7 +452,8 @@ def test_link_runs_do_not_change_the_output(monkeypatch):
     _fill(rings, 60, 4, 120, 60, 0.8)
     _fill(rings, 70, 14, 110, 50, 0.2)  # a large hole: findContours is needed
     maps = [_many_blobs(40), rings, rings[:, :50]]
-    for kwargs in ({}, {"score_mode": "fast"}, {"use_dilation": True}, {"box_thresh": 0.3, "binary_thresh": 0.5}):
+    for kwargs in ({}, {"score_mode": "fast"}, {"score_mode": "slow"}, {"use_dilation": True},
+                   {"box_thresh": 0.3, "binary_thresh": 0.5}):
         pp = DBPostprocess(**kwargs)
         fast = [pp(m[None])[0] for m in maps]
         with monkeypatch.context() as patch:

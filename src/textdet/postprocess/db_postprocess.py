@@ -201,7 +201,7 @@ class DBPostprocess:
     def _bitmaps(self, prob: np.ndarray, bitmap: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The foreground bitmap (uint8) and the one to search for contours (dilated with ``use_dilation``)."""
         bitmap = threshold_map(prob, self.binary_thresh) if bitmap is None else bitmap
-        return bitmap, cv2.dilate(bitmap, _DILATION_KERNEL) if self.use_dilation else bitmap
+        return bitmap, (cv2.dilate(bitmap, _DILATION_KERNEL) if self.use_dilation else bitmap)
 
     def _score(self, prob: np.ndarray, bitmap: np.ndarray, contour: np.ndarray, points: np.ndarray | None) -> float:
         """The candidate's score per ``score_mode``; ``points``: its box / approximated polygon (for "fast")."""
