@@ -103,9 +103,7 @@ def current_stream(device: torch.device) -> torch.Stream:
 
 def max_memory_gib(device: torch.device) -> float | None:
     """Peak allocated memory in GiB since start (None on the CPU)."""
-    if not is_accelerator(device):
-        return None
-    return torch.accelerator.max_memory_allocated(device) / 2**30
+    return torch.accelerator.max_memory_allocated(device) / 2**30 if is_accelerator(device) else None
 
 
 def rng_state() -> dict:

@@ -84,8 +84,7 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
         with located(cfg, key):
             for t in build_transforms(pipeline, fuse=False).transforms:
                 found.setdefault(type(t), t)
-    decode = found.get(DecodeImage)
-    norm = found.get(NormalizeImage)
+    decode, norm = found.get(DecodeImage), found.get(NormalizeImage)
     return Preprocess(resize=found.get(DetResize) or DetResize(**INFER_RESIZE),
                       normalize=_hwc_normalize(norm) if norm else NormalizeImage(),
                       img_mode=decode.img_mode if decode else "RGB")

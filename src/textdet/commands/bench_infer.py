@@ -100,10 +100,9 @@ def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
     pipe, _ = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"])  # only the geometry is needed
     dataset = build.build_dataset(cfg, "eval", pipe)
     shrink = ShrinkBinaryMap(min_text_size=1, shrink_ratio=0.4)
-    seed = cfg.system.seed
     out = []
     for i in range(min(count, len(dataset))):
-        rng = np.random.default_rng([seed, 0, i, 0])
+        rng = np.random.default_rng([cfg.system.seed, 0, i, 0])
         s = dataset.load(i, rng)
         image = s["image"]
         hw = image.shape[:2] if image.ndim == 2 or image.shape[-1] in (1, 3, 4) else image.shape[1:]  # HWC or CHW

@@ -35,9 +35,8 @@ def draw_polys(image_rgb: np.ndarray, polys: Sequence[np.ndarray], path: str) ->
 
 def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
     """``predictions.json`` ({path: [{"points", "score"}]}) and MindOCR's ``det_results.txt``."""
-    preds = {path: [{"points": plain_points(p), "score": round(float(s), 4)} for p, s in zip(r["polys"], r["scores"],
-                                                                                       strict=True)]
-             for path, r in results.items()}
+    preds = {path: [{"points": plain_points(p), "score": round(float(s), 4)}
+                    for p, s in zip(r["polys"], r["scores"], strict=True)] for path, r in results.items()}
     json_path = os.path.join(out_dir, "predictions.json")
     with open(json_path, "w", encoding="utf-8") as f:  # one image per line: readable and diff-able
         f.write("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in preds.items()) + "\n}\n")

@@ -44,7 +44,6 @@ def run_doctor() -> int:
     print(f"weights       {hub}: {', '.join(found) if found else fix}")
     optional = (("onnx", "textdet export"), ("onnxruntime", "--onnx inference"), ("tensorboard", "TensorBoard logs"))
     for mod, why in optional:
-        v = _version(mod)
-        print(f"{mod:<13} {v or 'not installed (optional: ' + why + ')'}")
+        print(f"{mod:<13} {_version(mod) or 'not installed (optional: ' + why + ')'}")
     print("doctor: " + ("all required pieces present" if not problems else f"{problems} required package(s) missing"))
     return 1 if problems else 0

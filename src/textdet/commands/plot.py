@@ -34,8 +34,7 @@ def _panel(records: list[dict], keys: tuple[str, ...], title: str, w: int = 480,
     if not pts:
         cv2.putText(img, "no data", (x0 + 10, y0 + 30), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (120, 120, 120), 1)
         return img
-    ex = [p[0] for p in pts]
-    ey = [p[1] for p in pts]
+    ex, ey = zip(*pts, strict=True)
     lo_x, hi_x = min(ex), max(max(ex), min(ex) + 1)
     lo_y, hi_y = min(ey), max(ey)
     if hi_y - lo_y < 1e-12:

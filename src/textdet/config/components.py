@@ -74,13 +74,9 @@ def _expected_types(param: inspect.Parameter) -> tuple[type, ...]:
         if all(p in _SIMPLE_TYPES for p in parts):
             return tuple(t for p in parts for t in _SIMPLE_TYPES[p])
         return ()  # anything richer (sequences, unions with classes): the constructor validates
-    default = param.default
-    if isinstance(default, bool):
-        return (bool,)
-    if isinstance(default, float):
-        return (int, float)
-    if isinstance(default, int):
-        return (int,)
+    for kind, accepted in ((bool, (bool,)), (float, (int, float)), (int, (int,))):  # bool first: it is an int too
+        if isinstance(param.default, kind):
+            return accepted
     return ()
 
 

@@ -205,8 +205,7 @@ def load_config(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -
     data, lines = read_yaml(path) if path else ({}, {})
     meta = ConfigMeta(path=path, lines=lines, overrides=list(overrides))
     for text in overrides:
-        keys, value = parse_override(text)
-        apply_override(data, keys, value)
+        apply_override(data, *parse_override(text))
     return config_from_dict(data, meta)
 
 

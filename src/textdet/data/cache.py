@@ -55,10 +55,9 @@ class ImageCache:
         self.offsets = np.concatenate([[0], np.cumsum(nbytes)])
         self.nbytes = int(self.offsets[-1])
         self.slot = {p: i for i, p in enumerate(paths)}
-        folder = _shared_folder(self.nbytes)
-        self.pixels = self._map(folder, "pixels", max(self.nbytes, 1), np.uint8)
-        self.shapes = self._map(folder, "shapes", (len(paths), 2), np.int32)  # (0, 0) = not filled yet
-        self.folder = folder
+        self.folder = _shared_folder(self.nbytes)
+        self.pixels = self._map(self.folder, "pixels", max(self.nbytes, 1), np.uint8)
+        self.shapes = self._map(self.folder, "shapes", (len(paths), 2), np.int32)  # (0, 0) = not filled yet
 
     @staticmethod
     def _map(folder: str, name: str, shape, dtype) -> np.memmap:

@@ -99,11 +99,9 @@ class RandomColorAdjust:
             shift = (np.arange(256) + int(round(h * 180))) % 180
             hsv[..., 0] = shift.astype(np.uint8)[hsv[..., 0]]
             image = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB, dst=out)
-        if out is not None:
-            if image is not out:  # nothing applied, or cv2 could not write into the view
-                out[...] = image
-            return out
-        return image
+        if out is not None and image is not out:  # nothing applied, or cv2 could not write into the view
+            out[...] = image
+        return image if out is None else out
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         sample["image"] = self.apply(sample["image"], self.draw(rng))

@@ -138,8 +138,7 @@ class DetLabelEncode:
         h, w = sample["image"].shape[:2] if "image" in sample else (float("inf"), float("inf"))
         lo, hi = poly_bounds(polys)
         for i in np.flatnonzero((lo[:, 0] >= w) | (lo[:, 1] >= h) | (hi[:, 0] < 0) | (hi[:, 1] < 0)):
-            warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image",
-                          stacklevel=2)
+            warnings.warn(f"{self._where(sample)}: polygon {i} lies entirely outside the {w}x{h} image", stacklevel=2)
         return sample
 
     __repr__ = component_repr

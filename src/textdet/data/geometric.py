@@ -116,8 +116,7 @@ class RandomScale:
         lo, hi = self.scale_range
         if self.size_limits is not None:
             (smin, smax), (h, w) = self.size_limits, size
-            lo = max(smin / h, smin / w, lo)
-            hi = min(smax / h, smax / w, hi)
+            lo, hi = max(smin / h, smin / w, lo), min(smax / h, smax / w, hi)
             lo = min(lo, hi)
         return float(rng.uniform(lo, hi))
 
@@ -239,9 +238,8 @@ class ValidatePolygons:
             raise ValueError(f"min_area must be a number >= 0, got {min_area!r}")
         if not isinstance(min_vertices, int) or min_vertices < 3:
             raise ValueError(f"min_vertices must be an integer >= 3, got {min_vertices!r}")
-        self.min_area = float(min_area)
+        self.min_area, self.min_vertices = float(min_area), min_vertices
         self.clip_to_visible_area = bool(clip_to_visible_area)
-        self.min_vertices = min_vertices
 
     def _check(self, poly: np.ndarray, w: float, h: float) -> tuple[np.ndarray | None, bool]:
         """Return (polygon to keep or None to drop, whether it must become ignored)."""

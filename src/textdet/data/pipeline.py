@@ -44,8 +44,7 @@ class FusedGeometry:
             raise ValueError("RandomCropWithBBox can only be the last fused step (its padding ends the warp)")
         if color is not None and not color.is_pixelwise:
             raise ValueError("color must be a pixel-wise RandomColorAdjust (contrast off) to be moved after the warp")
-        self.steps = list(steps)
-        self.color = color
+        self.steps, self.color = list(steps), color
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         factors = self.color.draw(rng) if self.color is not None else None  # drawn first, as sequentially

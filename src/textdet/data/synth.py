@@ -345,8 +345,7 @@ def generate_dataset(
     if min(n_train, n_val, n_heldout) < 0:
         raise ValueError(f"n_train, n_val and n_heldout must be >= 0, got {n_train}, {n_val} and {n_heldout}")
     size = (int(size[0]), int(size[1]))
-    if progress is None:
-        progress = n_train + n_val + n_heldout >= 50 and sys.stderr.isatty()
+    progress = (n_train + n_val + n_heldout >= 50 and sys.stderr.isatty()) if progress is None else progress
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)]
     summary = {"out_dir": out_dir, "seed": seed, "size": size}
     with tqdm(total=n_train + n_val + n_heldout, desc="synth", unit="img", disable=not progress) as bar:

@@ -83,5 +83,4 @@ class LossScaler:
         return {"scale": self.scale, "good_steps": self.good_steps}
 
     def load_state_dict(self, state: dict) -> None:
-        self.scale = float(state["scale"])
-        self.good_steps = int(state["good_steps"])
+        self.scale, self.good_steps = float(state["scale"]), int(state["good_steps"])

@@ -69,7 +69,6 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-
 def barrier() -> None:
     if _INFO.enabled:
         dist.barrier()

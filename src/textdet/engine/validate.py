@@ -104,8 +104,7 @@ def check_columns(cfg: Config, splits: tuple[str, ...] = ("train", "eval")) -> N
         labels = [cols[i] for i in cfg.train.dataset.label_column_index if i < len(cols)]
         unknown = [c for c in labels if c not in LOSS_COLUMNS]
         if unknown:
-            raise ConfigError(f"train.dataset.label_column_index selects {unknown}; DBLoss takes "
-                              f"{list(LOSS_COLUMNS)}")
+            raise ConfigError(f"train.dataset.label_column_index selects {unknown}; DBLoss takes {list(LOSS_COLUMNS)}")
     ecols = cfg.eval.dataset.output_columns
     if "eval" in splits and ecols:
         missing = [c for c in ("image", "polys", "ignore_tags") if c not in ecols]

@@ -82,8 +82,7 @@ class DBLoss(nn.Module):
     def balanced_bce(self, pred: Tensor, gt: Tensor, mask: Tensor, logits: Tensor | None = None) -> Tensor:
         """Balanced BCE with per-image OHEM; pred, gt, mask fp32 (N, H, W), pred in [0, 1]; logits of pred."""
         n = pred.shape[0]
-        pos = gt * mask
-        neg = (1.0 - gt) * mask
+        pos, neg = gt * mask, (1.0 - gt) * mask
         if logits is not None:
             loss = F.binary_cross_entropy_with_logits(logits, gt, reduction="none")
         else:  # clamps log() at -100: P exactly 0 or 1 stays finite, but its gradient is lost

@@ -156,8 +156,7 @@ class DetMetric:
         if protocol not in PROTOCOLS:
             raise ValueError(f"DetMetric: protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
         self.main_indicator, self.protocol = main_indicator, protocol
-        self.iou_thresh = float(iou_thresh)
-        self.area_precision_constraint = float(area_precision_constraint)
+        self.iou_thresh, self.area_precision_constraint = float(iou_thresh), float(area_precision_constraint)
         self._counts = np.zeros(4)
 
     __repr__ = component_repr

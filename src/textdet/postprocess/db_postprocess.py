@@ -88,7 +88,12 @@ def quad_candidates(bitmap: np.ndarray, max_candidates: int) -> list[tuple[np.nd
     return found
 
 
-_backwards = functools.lru_cache(maxsize=256)(lambda n: np.r_[0, n - 1 : 0 : -1])  # p0, p(n-1), .., p1: findContours'
+@functools.lru_cache(maxsize=256)
+def _backwards(n: int) -> np.ndarray:
+    """Indices 0, n-1, ..., 1: a link-runs contour's points in findContours' direction (read-only: shared)."""
+    index = np.r_[0, n - 1 : 0 : -1]
+    index.flags.writeable = False
+    return index
 
 
 def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
