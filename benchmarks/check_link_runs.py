@@ -42,8 +42,7 @@ def random_bitmap(rng: np.random.Generator, i: int) -> np.ndarray:
 
 
 def may_hold_box(contour: np.ndarray) -> bool:
-    _, _, w, h = cv2.boundingRect(contour)
-    return (w - 1) * (h - 1) >= 9
+    return dbp.may_hold_box(*cv2.boundingRect(contour)[2:])
 
 
 def compare_rects(a: tuple, b: tuple) -> str:
@@ -64,8 +63,7 @@ def check(n: int, seed: int) -> Counter:
         bitmap = random_bitmap(rng, i)
         for c in cv2.findContoursLinkRuns(bitmap)[0]:  # the hole rule, on every link-runs contour
             order = c[:, 0, 1].astype(np.int64) * bitmap.shape[1] + c[:, 0, 0]
-            y0, y = c.item(1), cv2.boundingRect(c)[1]
-            rule = y0 > y or (c.size > 2 and c.item(3) == y0 and c.item(2) < c.item(0))
+            rule = dbp.is_link_runs_hole(c, cv2.boundingRect(c)[1])
             counts["hole rule right" if rule == (order.min() != order[0]) else "FAIL hole rule"] += 1
         got = dbp.quad_candidates(bitmap, 1000)
         if got is None:

@@ -379,7 +379,7 @@ def _find_contours(bitmap: np.ndarray) -> list[np.ndarray]:
 
 
 def _box_possible(contour: np.ndarray) -> bool:
-    """_quad_rects' bounding-box prefilter: can this contour give a box?"""
+    """_quad_rects' bounding-box prefilter: can this contour give a box? (written out: a known answer)"""
     _, _, w, h = cv2.boundingRect(contour)
     return (w - 1) * (h - 1) >= 9
 
@@ -411,6 +411,25 @@ def test_quad_candidates_known_answers(monkeypatch):
     assert dbp.quad_candidates(np.zeros((4, 4), np.uint8), 1000) == []
     monkeypatch.setattr(dbp, "_LINK_RUNS", None)  # OpenCV < 4.10
     assert dbp.quad_candidates(bitmap, 1000) is None
+
+
+@needs_link_runs
+def test_quad_candidates_break_min_area_rect_ties_as_find_contours():
+    """This shape has two minimum-area rectangles (3 x 4 axis-aligned, 2.4 x 5 tilted, both 12); minAreaRect picks by
+    where the hull starts, so the link-runs points must come in findContours' direction from its start."""
+    bitmap = np.array([[0, 0, 0, 0, 0, 0, 0],
+                       [0, 1, 1, 1, 1, 1, 0],
+                       [0, 0, 0, 0, 0, 1, 0],
+                       [0, 1, 1, 0, 1, 1, 0],
+                       [0, 0, 1, 0, 0, 1, 0],
+                       [0, 0, 0, 0, 0, 0, 0]], np.uint8)
+    ((contour, box),) = dbp.quad_candidates(bitmap, 1000)  # the 3-pixel speck is too small for a box
+    assert box == (1, 1, 5, 4)
+    (cx, cy), sides, _ = cv2.minAreaRect(contour)
+    assert (cx, cy, sorted(sides)) == (3.0, 2.5, [3.0, 4.0])  # findContours' choice
+    (raw,) = [c for c in dbp._LINK_RUNS(bitmap)[0] if cv2.boundingRect(c) == box]
+    (cx, cy), sides, _ = cv2.minAreaRect(raw)  # the link-runs order as it comes: the other rectangle
+    assert (round(cx, 2), round(cy, 2), sorted(round(v, 2) for v in sides)) == (3.72, 1.54, [2.4, 5.0])
 
 
 @needs_link_runs
@@ -452,15 +471,26 @@ def test_link_runs_do_not_change_the_output(monkeypatch):
     _fill(rings, 60, 4, 120, 60, 0.8)
     _fill(rings, 70, 14, 110, 50, 0.2)  # a large hole: findContours is needed
     maps = [_many_blobs(40), rings, rings[:, :50]]
+    traced = []  # the candidate lists the link-runs path gave (None: it sent the map to findContours)
+
+    def counting(*args):
+        traced.append(found := dbp.quad_candidates.__wrapped__(*args))
+        return found
+
+    counting.__wrapped__ = dbp.quad_candidates
+    monkeypatch.setattr(dbp, "quad_candidates", counting)
     for kwargs in ({}, {"score_mode": "fast"}, {"score_mode": "slow"}, {"use_dilation": True},
                    {"box_thresh": 0.3, "binary_thresh": 0.5}):
         pp = DBPostprocess(**kwargs)
+        traced.clear()
         fast = [pp(m[None])[0] for m in maps]
+        # the link-runs path ran ("slow" scores never take it) and gave two maps' candidates; the rings went back
+        assert [t is None for t in traced] == ([] if kwargs.get("score_mode") == "slow" else [False, True, False])
         with monkeypatch.context() as patch:
             patch.setattr(dbp, "_LINK_RUNS", None)
             slow = [pp(m[None])[0] for m in maps]
         for a, b in zip(fast, slow, strict=True):
             assert a["scores"] == b["scores"]
             assert len(a["polys"]) == len(b["polys"]) and all(map(np.array_equal, a["polys"], b["polys"]))
-    assert dbp.quad_candidates(dbp.threshold_map(rings, 0.3), 1000) is None
-    assert len(dbp.quad_candidates(dbp.threshold_map(rings[:, :50], 0.3), 1000)) == 1
+    assert len(traced[0]) >= 40  # the blobs: one candidate each at least
+

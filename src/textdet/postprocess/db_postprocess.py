@@ -19,9 +19,6 @@ from textdet.geometry import box_points, offset_polygon, order_quads, quad_corne
 _BOX_TYPES = ("quad", "poly")
 _SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)
-# A contour's points span (w - 1) x (h - 1) of its w x h bounding box, so minAreaRect's s * l >= s^2 is at most
-# (w - 1)(h - 1): below _MIN_AREA its short side s < 3 and step 3 drops it. Most specks go for one boundingRect each.
-_MIN_AREA = _MIN_SIDE * _MIN_SIDE
 _POLY_EPSILON = 0.005  # approxPolyDP tolerance as a fraction of the contour length (MindOCR)
 _DILATION_KERNEL = np.ones((2, 2), dtype=np.uint8)
 _VECTORISE_FROM = 40  # boxes per map from which numpy beats pure Python (see _finish_quads)
@@ -69,21 +66,35 @@ def threshold_map(prob: np.ndarray, thresh: float, out: np.ndarray | None = None
     return out
 
 
+def may_hold_box(w: int, h: int) -> bool:
+    """Bounding-box filter: a contour's points span (w - 1) x (h - 1) of its w x h box, so minAreaRect's s * l >= s^2
+    is at most (w - 1)(h - 1); below 9 its short side s < 3 and step 3 drops it. Most specks go for a boundingRect."""
+    return (w - 1) * (h - 1) >= _MIN_SIDE * _MIN_SIDE
+
+
+def is_link_runs_hole(contour: np.ndarray, top: int) -> bool:
+    """Whether a link-runs contour (top row ``top``) traces a hole: it starts below its top row or heads left along
+    it; an outer contour starts at its first pixel in raster order and does neither (benchmarks/check_link_runs.py)."""
+    y0 = contour.item(1)
+    return y0 > top or (contour.size > 2 and contour.item(3) == y0 and contour.item(2) < contour.item(0))
+
+
 def quad_candidates(bitmap: np.ndarray, max_candidates: int) -> list[tuple[np.ndarray, tuple]] | None:
-    """(contour, bounding box) of findContours' contours past the ``_MIN_AREA`` filter, from OpenCV's link-runs tracer
+    """(contour, bounding box) of findContours' contours past ``may_hold_box``, from OpenCV's link-runs tracer
     (faster): same order, starts, directions, boxes, hulls (docs/DESIGN_NOTES.md). None where findContours is needed: a
     hole that may hold a box (link runs traces holes otherwise), over ``max_candidates`` contours, OpenCV < 4.10."""
-    contours = _LINK_RUNS(bitmap)[0] if _LINK_RUNS is not None else ()
-    if _LINK_RUNS is None or len(contours) > max_candidates:
+    if _LINK_RUNS is None:
+        return None
+    contours = _LINK_RUNS(bitmap)[0]
+    if len(contours) > max_candidates:
         return None
     found = []
     for c in reversed(contours):  # findContours' order
-        x, y, w, h = box = cv2.boundingRect(c)
-        y0 = c.item(1)  # a hole's contour starts below its top row or heads left along it, an outer one never
-        if y0 > y or (c.size > 2 and c.item(3) == y0 and c.item(2) < c.item(0)):
-            if (w - 1) * (h + 1) >= _MIN_AREA:  # findContours' hole contour spans a row more above and below
+        _, y, w, h = box = cv2.boundingRect(c)
+        if is_link_runs_hole(c, y):
+            if may_hold_box(w, h + 2):  # findContours' contour of a hole spans a row more above and below
                 return None
-        elif (w - 1) * (h - 1) >= _MIN_AREA:
+        elif may_hold_box(w, h):
             found.append((c.take(_backwards(len(c)), axis=0), box))
     return found
 
@@ -196,12 +207,16 @@ class DBPostprocess:
             return list(boxes.astype(np.float32)), scores
         bitmap, source = self._bitmaps(prob, bitmap)
         polys, scores = [], []
-        for contour in cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0][: self.max_candidates]:
+        for contour in self._contours(source):
             found = self._poly_candidate(prob, bitmap, contour)
             if found is not None:
                 polys.append(found[0])
                 scores.append(found[1])
         return polys, scores
+
+    def _contours(self, source: np.ndarray) -> Sequence[np.ndarray]:
+        """findContours' first ``max_candidates`` contours of the bitmap to search."""
+        return cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0][: self.max_candidates]
 
     def _bitmaps(self, prob: np.ndarray, bitmap: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The foreground bitmap (uint8) and the one to search for contours (dilated with ``use_dilation``)."""
@@ -223,9 +238,8 @@ class DBPostprocess:
         # "slow" scores rasterise the contour's own points, which must then be findContours'
         candidates = quad_candidates(source, self.max_candidates) if self.score_mode != "slow" else None
         if candidates is None:
-            contours = cv2.findContours(source, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0][: self.max_candidates]
-            boxes = ((c, cv2.boundingRect(c)) for c in contours)
-            candidates = [(c, r) for c, r in boxes if (r[2] - 1) * (r[3] - 1) >= _MIN_AREA]
+            boxes = ((c, cv2.boundingRect(c)) for c in self._contours(source))
+            candidates = [(c, r) for c, r in boxes if may_hold_box(r[2], r[3])]
         # One pass per C function, filtering between them: each function's code stays in the CPU's caches (2-3%)
         found = [(rect, c, box) for c, box in candidates if min((rect := cv2.minAreaRect(c))[1]) >= _MIN_SIDE]
         if self.score_mode == "bitmap":  # the common path: one C call per candidate, inline
