@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -53,10 +55,9 @@ def test_detresize_nearest_rounding_as_paddleocr() -> None:
         DetResize(rounding="down")
 
 
-@pytest.mark.slow
-def test_convert_ppocr_roundtrip(tmp_path) -> None:
-    """A random PP-OCRv4-shaped model exported to ONNX (BatchNorms folded by the exporter) and imported back
-    through ``textdet convert ppocr``: the written YAML + checkpoint give onnxruntime's map to 1e-5."""
+@pytest.fixture(scope="module")
+def v4_shaped_onnx(tmp_path_factory) -> str:
+    """A random PP-OCRv4-shaped model exported to ONNX (BatchNorms folded by the exporter)."""
     torch.manual_seed(0)
     src = build_model(**PPOCR_V4_DET).eval()
     with torch.no_grad():  # non-trivial BatchNorm statistics and affines, so that a wrong match would show
@@ -67,7 +68,14 @@ def test_convert_ppocr_roundtrip(tmp_path) -> None:
             elif isinstance(m, LearnableAffine):
                 m.scale.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-    onnx_path = export_onnx(src, str(tmp_path / "det.onnx"), height=64, width=64)
+    return export_onnx(src, str(tmp_path_factory.mktemp("v4") / "det.onnx"), height=64, width=64)
+
+
+@pytest.mark.slow
+def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
+    """The random PP-OCRv4-shaped export imported back through ``textdet convert ppocr``: the written YAML +
+    checkpoint give onnxruntime's map to 1e-5."""
+    onnx_path = v4_shaped_onnx
     assert main(["convert", "ppocr", onnx_path, "--out", str(tmp_path / "out"), "--name", "v4"]) == 0
 
     cfg = load_config(str(tmp_path / "out" / "v4.yaml"))
@@ -86,3 +94,41 @@ def test_convert_ppocr_roundtrip(tmp_path) -> None:
                         {"name": "DBHead"})
     with pytest.raises(TextdetError, match=r"layer \d+ .* does not fit textdet's backbone\.blocks2"):
         load_onnx_layers(other, read_onnx_layers(onnx_path), onnx_path)
+
+
+@pytest.mark.slow
+def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_path) -> None:
+    """The YAML `convert ppocr` writes reads MindOCR's layout (train/images + train_gt.txt, val/images +
+    test_gt.txt): the two dataset_root overrides are all the data it needs to train an epoch and evaluate."""
+    out = tmp_path / "out"
+    assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
+    run_dir = tmp_path / "run"
+    data = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}"]
+    speed = [f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1", "train.loader.batch_size=4",
+             "train.loader.num_workers=0", "eval.loader.num_workers=0", "system.amp_level=O0",
+             "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size=[64, 64]",
+             "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+    args = ["train", "-c", str(out / "v4.yaml")]
+    for override in data + speed:
+        args += ["-o", override]
+    assert main(args) == 0
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1]
+    assert {"recall", "precision", "f-score"} <= set(records[0])
+    cfg = load_config(str(out / "v4.yaml"))
+    assert (cfg.train.dataset.data_dir, cfg.train.dataset.label_file) == ("train/images", "train_gt.txt")
+    assert (cfg.eval.dataset.data_dir, cfg.eval.dataset.label_file) == ("val/images", "test_gt.txt")
+
+
+def test_unknown_onnx_is_refused_naming_what_it_holds(tmp_path, capsys) -> None:
+    """An ONNX detector of another architecture: the error names the file's first layer and the supported
+    detectors, and no output folder is left behind."""
+    other = build_model({"name": "det_resnet18", "width": 8}, {"name": "DBFPN", "out_channels": 32},
+                        {"name": "DBHead"}).eval()
+    onnx_path = export_onnx(other, str(tmp_path / "r18.onnx"), height=64, width=64)
+    assert main(["convert", "ppocr", onnx_path, "--out", str(tmp_path / "out")]) != 0
+    message = capsys.readouterr().err
+    assert "is not a PP-OCR detector textdet can import" in message
+    assert "the first conv" in message and "(8, 3, 7, 7)" in message
+    assert "Supported: PP-OCRv4/v5 mobile det" in message
+    assert not (tmp_path / "out").exists()

@@ -30,7 +30,8 @@ def _convert_icdar15(args: argparse.Namespace) -> int:
 
 def _convert_ppocr(args: argparse.Namespace) -> int:
     summary = convert_ppocr(args.model, args.out, name=args.name)
-    print(f"wrote {summary['checkpoint']} ({summary['tensors']} tensors) and {summary['config']}")
+    print(f"{summary['release']}: wrote {summary['checkpoint']} ({summary['tensors']} tensors) "
+          f"and {summary['config']}")
     return 0
 
 

@@ -3,6 +3,7 @@ layers matched by graph order, folded BatchNorms and the threshold branch filled
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -18,10 +19,33 @@ from textdet.models import build_model
 from textdet.models.lcnetv3 import LearnableAffine
 
 RECIPE = Path(__file__).parents[1] / "recipes" / "synthetic_dbnet_r18.yaml"
-PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml (the student network)
+PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml; PP-OCRv5_mobile_det.yml is the same
     "backbone": {"name": "PPLCNetV3", "scale": 0.75, "det": True},
     "neck": {"name": "RSEFPN", "out_channels": 96},
     "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
+}
+IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+class Architecture(NamedTuple):
+    """A PP-OCR detection network textdet imports, and the preprocessing its releases were trained with.
+
+    ``mean``/``std`` apply to the channels in PaddleOCR's order: BGR, as its DecodeImage reads them.
+    """
+
+    name: str
+    network: dict
+    mean: list[float]
+    std: list[float]
+
+
+ARCHITECTURES = [
+    Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET, IMAGENET_MEAN, IMAGENET_STD),
+]
+# Official releases of an architecture, told apart by their first convolution's weights (sha256, first 16 hex).
+RELEASES = {
+    "8debc2f677485be9": "PP-OCRv4 mobile det",
+    "95931975df4fe354": "PP-OCRv5 mobile det",
 }
 _KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
 
@@ -51,6 +75,8 @@ def read_onnx_layers(path: str | os.PathLike) -> list[Layer]:
             const[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
         elif n.op_type == "Identity" and n.input[0] in const:  # torch's exporter shares equal initializers
             const[n.output[0]] = const[n.input[0]]
+        elif n.op_type == "Reshape" and all(i in const for i in n.input[:2]):  # newer paddle2onnx: conv biases
+            const[n.output[0]] = const[n.input[0]].reshape(const[n.input[1]])
     consumers: dict[str, list] = {}
     for n in graph.node:
         for i in n.input:
@@ -117,55 +143,99 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
         extra_bias = got is not None and kind == "conv" and len(got[1]) == 2 and len(want[1]) == 1
         if got is None or (got[0], got[1][:1] if extra_bias else got[1]) != want or folded_bias is not None:
             raise TextdetError(f"{source}: layer {pos} ({'none left' if got is None else f'{layer.node}: {got}'}) does "
-                               f"not fit textdet's {name} {want}; is this a PP-OCRv4 mobile det model?")
+                               f"not fit textdet's {name} {want}")
         for key, t in zip(keys, layer.tensors, strict=False):
             state[key] = torch.from_numpy(np.array(t, dtype=np.float32))
         folded_bias, pos = (layer.tensors[1].astype(np.float32) if extra_bias else None), pos + 1
     if pos < len(layers):
         raise TextdetError(f"{source}: {len(layers) - pos} layers left over after the model was filled, first "
-                           f"{layers[pos].node}; is this a PP-OCRv4 mobile det model?")
+                           f"{layers[pos].node}")
     return state
 
 
-def ppocr_config(ckpt: str, name: str) -> dict:
-    """The built-in recipe with PaddleOCR's network, pre- and post-processing and fine-tuning defaults."""
+def identify(layers: list[Layer], source: str) -> tuple[Architecture, dict[str, torch.Tensor], str]:
+    """The architecture whose modules ``layers`` fill, its state_dict, and the release name (or "unknown weights").
+
+    An ONNX file that fits none raises a TextdetError naming what it holds and what textdet supports.
+    """
+    misfits = []
+    for arch in ARCHITECTURES:
+        model = build_model(**arch.network)
+        try:
+            state = load_onnx_layers(model, layers, source)
+        except TextdetError as misfit:
+            misfits.append(f"  {arch.name}: {misfit}")
+            continue
+        first_weight = np.ascontiguousarray(layers[0].tensors[0], dtype=np.float32)
+        fingerprint = hashlib.sha256(first_weight.tobytes()).hexdigest()[:16]
+        release = RELEASES.get(fingerprint, f"unknown weights of {arch.name} (fingerprint {fingerprint})")
+        return arch, state, release
+    if layers:
+        found = f"{len(layers)} parameterised layers, the first {layers[0].kind} {layers[0].node} " \
+                f"{[tuple(t.shape) for t in layers[0].tensors]}"
+    else:
+        found = "no convolution, BatchNorm or affine layer"
+    supported = ", ".join(arch.name for arch in ARCHITECTURES)
+    raise TextdetError(f"{source} is not a PP-OCR detector textdet can import: it holds {found}. Supported: "
+                       f"{supported}. How each one differs:\n" + "\n".join(misfits))
+
+
+def _set_dataset(split: dict, data_dir: str, label_file: str) -> None:
+    """MindOCR's ICDAR2015 layout, under a dataset_root the user gives with -o."""
+    split["dataset"].update(dataset_root="./data", data_dir=data_dir, label_file=label_file)
+
+
+def ppocr_config(ckpt: str, name: str, arch: Architecture) -> dict:
+    """The built-in recipe with PaddleOCR's network, pre- and post-processing and fine-tuning defaults.
+
+    Data in MindOCR's layout (``train/images`` + ``train_gt.txt``, ``val/images`` + ``test_gt.txt``); the
+    fine-tuning defaults and the measurements behind them: docs/DESIGN_NOTES.md, "Fine-tuning an imported
+    detector".
+    """
     cfg = yaml.safe_load(RECIPE.read_text())
-    cfg["model"] = {"type": "det", "transform": None, **PPOCR_V4_DET, "pretrained": ckpt, "resume": False}
+    cfg["model"] = {"type": "det", "transform": None, **arch.network, "pretrained": ckpt, "resume": False}
     cfg["postprocess"].update(binary_thresh=0.3, box_thresh=0.6, expand_ratio=1.5)  # det_db_* defaults
     cfg["scheduler"].update(lr=0.001, num_epochs=4, warmup_epochs=0)
     cfg["train"]["ckpt_save_dir"], cfg["eval"]["ckpt_load_path"] = f"./runs/{name}", ckpt
-    cfg["eval"]["loader"]["batch_size"] = 1  # image sizes differ under 'max' resizing
+    cfg["eval"]["loader"]["batch_size"] = 1  # image sizes differ under 'min' resizing
+    _set_dataset(cfg["train"], "train/images", "train_gt.txt")
+    _set_dataset(cfg["eval"], "val/images", "test_gt.txt")
     for split in ("train", "eval"):
-        cfg[split]["dataset"]["dataset_root"] = "./data"
         for step in cfg[split]["dataset"]["transform_pipeline"]:
             op = next(iter(step))
-            if op == "DecodeImage":  # PaddleOCR normalises BGR pixels with the ImageNet (RGB-order) mean/std
+            if op == "DecodeImage":  # PaddleOCR normalises BGR pixels
                 step[op]["img_mode"] = "BGR"
+            elif op == "NormalizeImage":
+                step[op].update(mean=arch.mean, std=arch.std)
             elif op == "RandomCropWithBBox":
                 step[op]["crop_size"] = [320, 320]
-            elif op == "DetResize":  # PaddleOCR's DetResizeForTest for PP-OCRv4
-                step[op] = {"limit_type": "max", "limit_side_len": 960, "divisor": 32, "rounding": "nearest"}
+            elif op == "DetResize":  # PaddleOCR's DetResizeForTest defaults, as its det training configs evaluate
+                step[op] = {"limit_type": "min", "limit_side_len": 736, "divisor": 32, "rounding": "nearest"}
     return cfg
 
 
 def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dict:
-    """Import a PP-OCRv4 det ONNX model: write ``out_dir/model.ckpt`` and ``out_dir/<name>.yaml``."""
+    """Import a PP-OCR det ONNX model: write ``out_dir/model.ckpt`` and ``out_dir/<name>.yaml``.
+
+    Nothing is written unless the model is recognised: a failed import leaves no output folder behind.
+    """
     if not os.path.isfile(model_path):
         raise TextdetError(f"PP-OCR model not found: {model_path}")
     if not str(model_path).endswith(".onnx"):
         raise TextdetError(f"{model_path}: give the ONNX export (e.g. ch_PP-OCRv4_det_infer.onnx from the "
                            "rapidocr-onnxruntime wheel, or paddle2onnx's output for a Paddle inference model)")
     name = name or Path(model_path).stem
-    model = build_model(**PPOCR_V4_DET)
-    state = load_onnx_layers(model, read_onnx_layers(model_path), model_path)
+    arch, state, release = identify(read_onnx_layers(model_path), model_path)
+    model = build_model(**arch.network)
     for key in [k for k in state if k.startswith("head.segm.")]:  # the thresh branch the export lacks
         state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
     model.load_state_dict(state)
     os.makedirs(out_dir, exist_ok=True)
     ckpt, yaml_path = os.path.abspath(os.path.join(out_dir, "model.ckpt")), os.path.join(out_dir, f"{name}.yaml")
-    atomic_save({"model": model.state_dict(), "source": os.path.basename(model_path)}, ckpt)
-    header = (f"# {name}: imported by `textdet convert ppocr` from {os.path.basename(model_path)}; see the README,\n"
-              f"# 'Start from PP-OCR'. Fine-tune: textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA "
+    atomic_save({"model": model.state_dict(), "source": os.path.basename(model_path), "release": release}, ckpt)
+    header = (f"# {name}: {release}, imported by `textdet convert ppocr` from {os.path.basename(model_path)}; see\n"
+              f"# the README, 'Start from PP-OCR'. Data in MindOCR's layout (train/images + train_gt.txt, val/images +\n"
+              f"# test_gt.txt). Fine-tune: textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA "
               "-o eval.dataset.dataset_root=DATA\n")
-    Path(yaml_path).write_text(header + yaml.safe_dump(ppocr_config(ckpt, name), sort_keys=False))
-    return {"checkpoint": ckpt, "config": yaml_path, "tensors": len(state)}
+    Path(yaml_path).write_text(header + yaml.safe_dump(ppocr_config(ckpt, name, arch), sort_keys=False))
+    return {"checkpoint": ckpt, "config": yaml_path, "tensors": len(state), "release": release}

@@ -39,6 +39,18 @@ class TrainingDiverged(TextdetError):
     """Too many consecutive optimizer steps with a non-finite loss or gradients."""
 
 
+def freeze_batchnorm(model: nn.Module) -> None:
+    """Every BatchNorm normalises with, and keeps, its running statistics; its scale and shift still learn.
+
+    Fine-tuning an imported detector needs this: its BatchNorms hold the statistics of the data it was trained on
+    (or, where the export folded them into convolutions, an identity), and batch statistics of a few crops compute
+    another function from the first step on (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
+    """
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.eval()
+
+
 class Trainer:
     """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains. ``compile``:
     auto/on/off; ``progress`` None: when stdout is a TTY; ``pipelines``: what ``validate`` returned, None validates."""
@@ -235,6 +247,8 @@ class Trainer:
         self.train_loader.sampler.set_epoch(epoch, skip=start * self.train_loader.batch_size)
         source, self._early_iter = (self._early_iter if epoch == 0 else None) or self.train_loader, None
         self.forward_model.train()
+        if cfg.train.freeze_bn:
+            freeze_batchnorm(self.model)
         stats, window = EpochStats(), EpochStats()
         steps = self.steps_per_epoch
         bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
