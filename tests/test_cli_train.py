@@ -15,7 +15,7 @@ import yaml
 from conftest import RECIPE, USER_CFG, tiny_overrides
 from textdet.cli import main
 from textdet.config import load_config
-from textdet.engine.trainer import Trainer
+from textdet.engine.trainer import Trainer, freeze_batchnorm
 
 
 def run_cli(*args: str) -> int:
@@ -131,12 +131,6 @@ def _trainer(cfg_overrides: dict, synth_root: str, run_dir: str) -> Trainer:
     return Trainer(cfg, device="cpu", progress=False)
 
 
-def _freeze_bn(model: torch.nn.Module) -> None:
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.eval()
-
-
 def test_gradient_accumulation_matches_big_batch(synth_root, tmp_path):
     """k=2 micro-batches of [a, b] == one batch [a, b, a, b] (BN frozen; DB losses are batch ratios,
     so duplicating a batch leaves the loss function unchanged)."""
@@ -148,7 +142,7 @@ def test_gradient_accumulation_matches_big_batch(synth_root, tmp_path):
     batch = acc.feed(batch)
     doubled = {k: torch.cat([v, v]) if torch.is_tensor(v) else v for k, v in batch.items()}
     for t in (big, acc):
-        _freeze_bn(t.model)
+        freeze_batchnorm(t.model)
     big.train_step(doubled, sync=True)
     big.optimizer_step()
     acc.train_step(batch, sync=False)
@@ -241,3 +235,26 @@ def test_own_data_roots_skip_the_builtin_data(synth_root, tmp_path, capsys, monk
     out = capsys.readouterr().out
     assert "built-in data" not in out and f"Data root: {synth_root}" in out
     assert not os.path.exists(tmp_path / "home")
+
+
+def test_freeze_bn_keeps_running_statistics(synth_root, tmp_path):
+    """train.freeze_bn: every BatchNorm keeps the statistics it started with (a fresh init: mean 0, var 1, no
+    batches tracked) while the convolutions learn; without it the first epoch moves them."""
+    stats = {}
+    for frozen in (True, False):
+        run = str(tmp_path / f"frozen_{frozen}")
+        opts = tiny_overrides(synth_root, run, **{"train.freeze_bn": frozen, "scheduler.num_epochs": 1})
+        assert run_cli(*cli_args("train", opts, "--no-progress")) == 0
+        stats[frozen] = torch.load(os.path.join(run, "train_resume.ckpt"), weights_only=False)["model"]
+    frozen, moving = stats[True], stats[False]
+    means = [k for k in frozen if k.endswith("running_mean")]
+    assert means
+    for key in means:
+        assert torch.equal(frozen[key], torch.zeros_like(frozen[key])), key
+        var_key = key.replace("running_mean", "running_var")
+        assert torch.equal(frozen[var_key], torch.ones_like(frozen[var_key])), var_key
+        assert int(frozen[key.replace("running_mean", "num_batches_tracked")]) == 0
+    assert any(not torch.equal(moving[key], frozen[key]) for key in means)
+    initial = _trainer({"train.freeze_bn": True}, synth_root, str(tmp_path / "initial")).model.state_dict()
+    assert torch.equal(initial["head.segm.1.running_var"], frozen["head.segm.1.running_var"])
+    assert not torch.equal(initial["head.segm.0.weight"], frozen["head.segm.0.weight"])

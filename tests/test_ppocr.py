@@ -13,6 +13,7 @@ from textdet.commands.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_lay
 from textdet.config import load_config
 from textdet.data.resize import DetResize
 from textdet.engine.build import build_model_from_config
+from textdet.engine.trainer import freeze_batchnorm
 from textdet.errors import TextdetError
 from textdet.export import export_onnx
 from textdet.models import build_model
@@ -87,8 +88,14 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
     with torch.no_grad():
         got = model(torch.from_numpy(x))["binary"].numpy()
     np.testing.assert_allclose(got, ref, atol=1e-5)
-    # the missing threshold branch starts as a copy of the probability branch
+    # the missing threshold branch: the probability branch's layers, the last one giving T = 0.3 everywhere
     torch.testing.assert_close(model.head.thresh[0].weight, model.head.segm[0].weight)
+    freeze_batchnorm(model.train())
+    with torch.no_grad():
+        out = model(torch.from_numpy(x))
+    torch.testing.assert_close(out["thresh"], torch.full_like(out["thresh"], 0.3))
+    binary = torch.from_numpy(got)
+    torch.testing.assert_close(out["thresh_binary"], torch.sigmoid(50 * (binary - 0.3)), atol=1e-5, rtol=0)
 
     other = build_model({"name": "PPLCNetV3", "scale": 0.5}, {"name": "RSEFPN", "out_channels": 96},
                         {"name": "DBHead"})

@@ -4,6 +4,7 @@ layers matched by graph order, folded BatchNorms and the threshold branch filled
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -180,6 +181,22 @@ def identify(layers: list[Layer], source: str) -> tuple[Architecture, dict[str, 
                        f"{supported}. How each one differs:\n" + "\n".join(misfits))
 
 
+def fill_threshold_branch(state: dict[str, torch.Tensor], start: float = 0.3) -> None:
+    """The threshold branch inference exports leave out: the probability branch's layers, the last one set to a
+    constant map T = ``start`` (BorderMap's thresh_min, and binary_thresh).
+
+    The copied layers give features that already respond to text. A plain copy of the last layer too would make
+    T equal P, so that B = sigmoid(k (P - T)) starts at 0.5 everywhere and its Dice loss, through k = 50, pushes
+    the shared layers away from the imported detector in the first steps; with T = 0.3, B starts as the imported
+    detector's own binarisation (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
+    """
+    for key in [k for k in state if k.startswith("head.segm.")]:
+        state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
+    last = max(int(k.split(".")[2]) for k in state if k.startswith("head.thresh."))
+    state[f"head.thresh.{last}.weight"].zero_()
+    state[f"head.thresh.{last}.bias"].fill_(math.log(start / (1 - start)))
+
+
 def _set_dataset(split: dict, data_dir: str, label_file: str) -> None:
     """MindOCR's ICDAR2015 layout, under a dataset_root the user gives with -o."""
     split["dataset"].update(dataset_root="./data", data_dir=data_dir, label_file=label_file)
@@ -227,8 +244,7 @@ def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dic
     name = name or Path(model_path).stem
     arch, state, release = identify(read_onnx_layers(model_path), model_path)
     model = build_model(**arch.network)
-    for key in [k for k in state if k.startswith("head.segm.")]:  # the thresh branch the export lacks
-        state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
+    fill_threshold_branch(state)
     model.load_state_dict(state)
     os.makedirs(out_dir, exist_ok=True)
     ckpt, yaml_path = os.path.abspath(os.path.join(out_dir, "model.ckpt")), os.path.join(out_dir, f"{name}.yaml")

@@ -120,6 +120,7 @@ class TrainConfig:
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
     targets_on_device: bool | str = "auto"  # textdet: DB maps built per batch on the device; auto = on cuda/npu/xpu
     freeze_bn: bool = False  # textdet: BatchNorms keep their running statistics (eval mode) while the rest trains
+    freeze: list = field(default_factory=list)  # textdet: model parts that do not learn, e.g. [backbone]
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
