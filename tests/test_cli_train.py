@@ -16,6 +16,7 @@ from conftest import RECIPE, USER_CFG, tiny_overrides
 from textdet.cli import main
 from textdet.config import load_config
 from textdet.engine.trainer import Trainer, freeze_batchnorm
+from textdet.errors import ConfigError
 
 
 def run_cli(*args: str) -> int:
@@ -258,3 +259,18 @@ def test_freeze_bn_keeps_running_statistics(synth_root, tmp_path):
     initial = _trainer({"train.freeze_bn": True}, synth_root, str(tmp_path / "initial")).model.state_dict()
     assert torch.equal(initial["head.segm.1.running_var"], frozen["head.segm.1.running_var"])
     assert not torch.equal(initial["head.segm.0.weight"], frozen["head.segm.0.weight"])
+
+
+def test_freeze_backbone_leaves_it_as_built(synth_root, tmp_path):
+    """train.freeze: [backbone]: after an epoch the backbone's tensors (weights and BatchNorm statistics) are
+    those it was built with, while the neck learned; an unknown part is a config error naming the parts."""
+    run = str(tmp_path / "frozen")
+    overrides = {"train.freeze": "[backbone]", "scheduler.num_epochs": 1}
+    initial = _trainer(overrides, synth_root, str(tmp_path / "initial")).model.state_dict()
+    assert run_cli(*cli_args("train", tiny_overrides(synth_root, run, **overrides), "--no-progress")) == 0
+    trained = torch.load(os.path.join(run, "train_resume.ckpt"), weights_only=False)["model"]
+    backbone = [k for k in initial if k.startswith("backbone.")]
+    assert backbone and all(torch.equal(initial[k], trained[k]) for k in backbone)
+    assert not torch.equal(initial["neck.out.0.weight"], trained["neck.out.0.weight"])
+    with pytest.raises(ConfigError, match=r"train.freeze: 'trunk' is not a part of the model; parts: backbone, neck"):
+        _trainer({"train.freeze": "[trunk]"}, synth_root, str(tmp_path / "bad"))
