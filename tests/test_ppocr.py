@@ -12,6 +12,7 @@ from textdet.cli import main
 from textdet.commands.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_layers
 from textdet.config import load_config
 from textdet.data.resize import DetResize
+from textdet.engine import build
 from textdet.engine.build import build_model_from_config
 from textdet.engine.trainer import freeze_batchnorm
 from textdet.errors import TextdetError
@@ -125,6 +126,13 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     cfg = load_config(str(out / "v4.yaml"))
     assert (cfg.train.dataset.data_dir, cfg.train.dataset.label_file) == ("train/images", "train_gt.txt")
     assert (cfg.eval.dataset.data_dir, cfg.eval.dataset.label_file) == ("val/images", "test_gt.txt")
+    # PaddleOCR's preprocessing: BGR pixels, ImageNet mean/std on 0-255 values, B first
+    pipeline = build.build_pipeline(cfg, "eval")
+    normalize = pipeline.transforms[-1]  # NormalizeImage + ToCHWImage, fused
+    pixel = np.array([[[255, 0, 128]]], dtype=np.uint8)  # B, G, R
+    got = normalize({"image": pixel}, np.random.default_rng(0))["image"].reshape(3)
+    expected = [(255 - 123.675) / 58.395, (0 - 116.28) / 57.12, (128 - 103.53) / 57.375]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
 def test_unknown_onnx_is_refused_naming_what_it_holds(tmp_path, capsys) -> None:

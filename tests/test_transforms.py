@@ -531,6 +531,7 @@ def test_property_degenerate_polygons_never_crash(points, seed):
         (lambda: RandomCropWithBBox(min_crop_ratio=0), "min_crop_ratio"),
         (lambda: RandomColorAdjust(hue=0.7), "hue"),
         (lambda: NormalizeImage(mean="coco"), "mean"),
+        (lambda: NormalizeImage(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]), "std .* 0-1 scale"),
         (lambda: DetResize(limit_type="middle"), "limit_type"),
         (lambda: DecodeImage(img_mode="HSV"), "img_mode"),
         (lambda: ValidatePolygons(min_vertices=2), "min_vertices"),

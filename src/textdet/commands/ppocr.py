@@ -25,13 +25,14 @@ PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml; PP-O
     "neck": {"name": "RSEFPN", "out_channels": 96},
     "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
 }
-IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+# PaddleOCR's 0-1 ImageNet values times 255 (NormalizeImage takes 0-255 pixels), applied to B, G, R in that order
+IMAGENET_MEAN, IMAGENET_STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 
 
 class Architecture(NamedTuple):
     """A PP-OCR detection network textdet imports, and the preprocessing its releases were trained with.
 
-    ``mean``/``std`` apply to the channels in PaddleOCR's order: BGR, as its DecodeImage reads them.
+    ``mean``/``std`` (0-255 scale) apply to the channels in PaddleOCR's order: BGR, as its DecodeImage reads them.
     """
 
     name: str
@@ -223,7 +224,7 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture) -> dict:
             if op == "DecodeImage":  # PaddleOCR normalises BGR pixels
                 step[op]["img_mode"] = "BGR"
             elif op == "NormalizeImage":
-                step[op].update(mean=arch.mean, std=arch.std)
+                step[op].update(mean=list(arch.mean), std=list(arch.std))  # copies: no YAML anchors
             elif op == "RandomCropWithBBox":
                 step[op]["crop_size"] = [320, 320]
             elif op == "DetResize":  # PaddleOCR's DetResizeForTest defaults, as its det training configs evaluate
