@@ -55,7 +55,7 @@ def freeze_parts(model: nn.Module, parts: list[str]) -> None:
     """``train.freeze``: the parameters of these top-level parts (backbone, neck, head) do not learn.
 
     A frozen backbone runs forward only (no activations kept for a backward pass): fine-tuning on a CPU takes
-    about 2.5x more crops a minute (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
+    2.0x to 2.7x more crops a minute on a CPU (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
     """
     children = dict(model.named_children())
     for part in parts:
