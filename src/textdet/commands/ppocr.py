@@ -23,6 +23,12 @@ PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml (the 
     "neck": {"name": "RSEFPN", "out_channels": 96},
     "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
 }
+# PaddleOCR configs/det/PP-OCRv6/PP-OCRv6_small_det.yml, less DBHead's training-only auxiliary heads
+PPOCR_V6_SMALL_DET = {
+    "backbone": {"name": "PPLCNetV4", "model_size": "small", "det": True},
+    "neck": {"name": "RepLKFPN", "out_channels": 96, "dilated_kernel_size": 7},
+    "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
+}
 _KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
 
 
@@ -51,14 +57,20 @@ def read_onnx_layers(path: str | os.PathLike) -> list[Layer]:
             const[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
         elif n.op_type == "Identity" and n.input[0] in const:  # torch's exporter shares equal initializers
             const[n.output[0]] = const[n.input[0]]
+        elif n.op_type == "Reshape" and n.input[0] in const and n.input[1] in const:  # PP-OCRv5's conv biases
+            shape = const[n.input[1]]
+            if 0 not in shape:  # ONNX's 0 (copy a dimension) means nothing to numpy
+                const[n.output[0]] = const[n.input[0]].reshape(shape)
     consumers: dict[str, list] = {}
     for n in graph.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
 
     def follower_const(node, size: int, ndim: int | None = None) -> np.ndarray | None:
-        """The constant of the single Add consuming ``node``'s output, if it has ``size`` elements."""
+        """The constant of the single Add consuming ``node``'s output (through Identities), if of ``size``."""
         nxt = consumers.get(node.output[0], [])
+        while len(nxt) == 1 and nxt[0].op_type == "Identity":  # paddle2onnx's renames (PP-OCRv6)
+            nxt = consumers.get(nxt[0].output[0], [])
         if len(nxt) != 1 or nxt[0].op_type != "Add":
             return None
         c = next((const[i] for i in nxt[0].input if i in const), None)
@@ -98,17 +110,24 @@ def _execution_order(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return seen
 
 
-def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict[str, torch.Tensor]:
-    """Assign ``layers`` to ``model``'s modules in execution order -> state_dict; a mismatch names the first layer."""
-    state, pos, folded_bias = model.state_dict(), 0, None
+def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str,
+                     model_name: str = "PP-OCRv4 mobile det") -> dict[str, torch.Tensor]:
+    """Assign ``layers`` to ``model``'s modules in execution order -> state_dict; a mismatch names the first
+    layer that does not fit.
+
+    A BatchNorm the export folded into the conv before it becomes an identity (running mean 0, var 1 - eps,
+    weight 1) whose bias is the conv's folded bias when textdet's conv has no bias of its own, else 0.
+    """
+    state, pos, folded_bias, after_conv = model.state_dict(), 0, None, False
     for name, module in _execution_order(model):
         kind, layer = _KINDS[type(module)], layers[pos] if pos < len(layers) else None
         keys = [f"{name}.{k}" for k, _ in module.named_parameters(recurse=False)]
-        if kind == "bn" and (layer is None or layer.kind != "bn") and folded_bias is not None:
+        if kind == "bn" and (layer is None or layer.kind != "bn") and after_conv:
             ones = torch.ones_like(state[f"{name}.weight"])
-            state.update({f"{name}.weight": ones, f"{name}.bias": torch.from_numpy(folded_bias),
+            bias = torch.zeros_like(ones) if folded_bias is None else torch.from_numpy(folded_bias)
+            state.update({f"{name}.weight": ones, f"{name}.bias": bias,
                           f"{name}.running_mean": torch.zeros_like(ones), f"{name}.running_var": ones - module.eps})
-            folded_bias = None
+            folded_bias, after_conv = None, False
             continue
         if kind == "bn":
             keys += [f"{name}.running_mean", f"{name}.running_var"]
@@ -117,13 +136,24 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
         extra_bias = got is not None and kind == "conv" and len(got[1]) == 2 and len(want[1]) == 1
         if got is None or (got[0], got[1][:1] if extra_bias else got[1]) != want or folded_bias is not None:
             raise TextdetError(f"{source}: layer {pos} ({'none left' if got is None else f'{layer.node}: {got}'}) does "
-                               f"not fit textdet's {name} {want}; is this a PP-OCRv4 mobile det model?")
+                               f"not fit textdet's {name} {want}; is this a {model_name} model?")
         for key, t in zip(keys, layer.tensors, strict=False):
             state[key] = torch.from_numpy(np.array(t, dtype=np.float32))
-        folded_bias, pos = (layer.tensors[1].astype(np.float32) if extra_bias else None), pos + 1
+        folded_bias = layer.tensors[1].astype(np.float32) if extra_bias else None
+        after_conv, pos = kind in ("conv", "convT"), pos + 1
     if pos < len(layers):
         raise TextdetError(f"{source}: {len(layers) - pos} layers left over after the model was filled, first "
-                           f"{layers[pos].node}; is this a PP-OCRv4 mobile det model?")
+                           f"{layers[pos].node}; is this a {model_name} model?")
+    return state
+
+
+def import_onnx(model_path: str | os.PathLike, spec: dict, model_name: str) -> dict[str, torch.Tensor]:
+    """A PP-OCR det ONNX export -> the state_dict of ``build_model(**spec)``, the threshold branch (which the
+    export lacks) a copy of the probability branch. ``model_name`` names the expected model in errors."""
+    model = build_model(**spec)
+    state = load_onnx_layers(model, read_onnx_layers(model_path), str(model_path), model_name)
+    for key in [k for k in state if k.startswith("head.segm.")]:
+        state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
     return state
 
 
