@@ -7,8 +7,14 @@ import pytest
 import torch
 from torch import nn
 
-from textdet.commands.ppocr import PPOCR_V4_DET, PPOCR_V6_SMALL_DET, Layer, import_onnx, load_onnx_layers
-from textdet.commands.ppocr import read_onnx_layers
+from textdet.commands.ppocr import (
+    PPOCR_V4_DET,
+    PPOCR_V6_SMALL_DET,
+    Layer,
+    import_onnx,
+    load_onnx_layers,
+    read_onnx_layers,
+)
 from textdet.errors import TextdetError
 from textdet.export import export_onnx
 from textdet.models import build_model
