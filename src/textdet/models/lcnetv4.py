@@ -16,8 +16,8 @@ from torch import nn
 from textdet.models.mobilenetv3 import SqueezeExcite
 from textdet.models.weights import load_backbone_weights, resolve_backbone_weights
 
-Block = tuple[int, int, int, int, bool]  # kernel, in, out, stride, squeeze-excite
-# PaddleOCR's NET_CONFIG_DET: the stem's (mid, out) widths and the blocks of the 4 stages (strides 4..32).
+# PaddleOCR's NET_CONFIG_DET: the stem's (mid, out) widths and the blocks of the 4 stages (strides 4..32),
+# each block (kernel, in, out, stride, squeeze-excite).
 NET_CONFIG_DET: dict[str, dict[str, tuple]] = {
     "tiny": {
         "stem": (16, 32),
