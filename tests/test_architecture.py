@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "textdet"
-MAX_FILE_LINES, MAX_TOTAL_LINES = 450, 9000
+# the total: 9,000 until PP-OCRv6 (PPLCNetV4 + RepLKFPN, ~200 lines) came in
+MAX_FILE_LINES, MAX_TOTAL_LINES = 450, 9300
 # First part of the module name -> floor. A module imports its own part or a lower floor.
 LAYERS = {
     "errors": 0,

@@ -25,6 +25,12 @@ PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml; PP-O
     "neck": {"name": "RSEFPN", "out_channels": 96},
     "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
 }
+# PaddleOCR configs/det/PP-OCRv6/PP-OCRv6_small_det.yml, less DBHead's training-only auxiliary heads
+PPOCR_V6_SMALL_DET = {
+    "backbone": {"name": "PPLCNetV4", "model_size": "small", "det": True},
+    "neck": {"name": "RepLKFPN", "out_channels": 96, "dilated_kernel_size": 7},
+    "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
+}
 # PaddleOCR's 0-1 ImageNet values times 255 (NormalizeImage takes 0-255 pixels), applied to B, G, R in that order
 IMAGENET_MEAN, IMAGENET_STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 
@@ -43,11 +49,13 @@ class Architecture(NamedTuple):
 
 ARCHITECTURES = [
     Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET, IMAGENET_MEAN, IMAGENET_STD),
+    Architecture("PP-OCRv6 small det (PPLCNetV4 small + RepLKFPN)", PPOCR_V6_SMALL_DET, IMAGENET_MEAN, IMAGENET_STD),
 ]
 # Official releases of an architecture, told apart by their first convolution's weights (sha256, first 16 hex).
 RELEASES = {
     "8debc2f677485be9": "PP-OCRv4 mobile det",
     "95931975df4fe354": "PP-OCRv5 mobile det",
+    "c9397a699383d63d": "PP-OCRv6 small det",
 }
 _KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
 
@@ -77,16 +85,20 @@ def read_onnx_layers(path: str | os.PathLike) -> list[Layer]:
             const[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
         elif n.op_type == "Identity" and n.input[0] in const:  # torch's exporter shares equal initializers
             const[n.output[0]] = const[n.input[0]]
-        elif n.op_type == "Reshape" and all(i in const for i in n.input[:2]):  # newer paddle2onnx: conv biases
-            const[n.output[0]] = const[n.input[0]].reshape(const[n.input[1]])
+        elif n.op_type == "Reshape" and n.input[0] in const and n.input[1] in const:  # PP-OCRv5's conv biases
+            shape = const[n.input[1]]
+            if 0 not in shape:  # ONNX's 0 (copy a dimension) means nothing to numpy
+                const[n.output[0]] = const[n.input[0]].reshape(shape)
     consumers: dict[str, list] = {}
     for n in graph.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
 
     def follower_const(node, size: int, ndim: int | None = None) -> np.ndarray | None:
-        """The constant of the single Add consuming ``node``'s output, if it has ``size`` elements."""
+        """The constant of the single Add consuming ``node``'s output (through Identities), if of ``size``."""
         nxt = consumers.get(node.output[0], [])
+        while len(nxt) == 1 and nxt[0].op_type == "Identity":  # paddle2onnx's renames (PP-OCRv6)
+            nxt = consumers.get(nxt[0].output[0], [])
         if len(nxt) != 1 or nxt[0].op_type != "Add":
             return None
         c = next((const[i] for i in nxt[0].input if i in const), None)
@@ -127,16 +139,22 @@ def _execution_order(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict[str, torch.Tensor]:
-    """Assign ``layers`` to ``model``'s modules in execution order -> state_dict; a mismatch names the first layer."""
-    state, pos, folded_bias = model.state_dict(), 0, None
+    """Assign ``layers`` to ``model``'s modules in execution order -> state_dict; a mismatch names the first
+    layer that does not fit.
+
+    A BatchNorm the export folded into the conv before it becomes an identity (running mean 0, var 1 - eps,
+    weight 1) whose bias is the conv's folded bias when textdet's conv has no bias of its own, else 0.
+    """
+    state, pos, folded_bias, after_conv = model.state_dict(), 0, None, False
     for name, module in _execution_order(model):
         kind, layer = _KINDS[type(module)], layers[pos] if pos < len(layers) else None
         keys = [f"{name}.{k}" for k, _ in module.named_parameters(recurse=False)]
-        if kind == "bn" and (layer is None or layer.kind != "bn") and folded_bias is not None:
+        if kind == "bn" and (layer is None or layer.kind != "bn") and after_conv:
             ones = torch.ones_like(state[f"{name}.weight"])
-            state.update({f"{name}.weight": ones, f"{name}.bias": torch.from_numpy(folded_bias),
+            bias = torch.zeros_like(ones) if folded_bias is None else torch.from_numpy(folded_bias)
+            state.update({f"{name}.weight": ones, f"{name}.bias": bias,
                           f"{name}.running_mean": torch.zeros_like(ones), f"{name}.running_var": ones - module.eps})
-            folded_bias = None
+            folded_bias, after_conv = None, False
             continue
         if kind == "bn":
             keys += [f"{name}.running_mean", f"{name}.running_var"]
@@ -148,7 +166,8 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
                                f"not fit textdet's {name} {want}")
         for key, t in zip(keys, layer.tensors, strict=False):
             state[key] = torch.from_numpy(np.array(t, dtype=np.float32))
-        folded_bias, pos = (layer.tensors[1].astype(np.float32) if extra_bias else None), pos + 1
+        folded_bias = layer.tensors[1].astype(np.float32) if extra_bias else None
+        after_conv, pos = kind in ("conv", "convT"), pos + 1
     if pos < len(layers):
         raise TextdetError(f"{source}: {len(layers) - pos} layers left over after the model was filled, first "
                            f"{layers[pos].node}")

@@ -18,8 +18,9 @@ _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
 # The model part names of models/dbnet.py's tables, readable without torch: `textdet train` checks them
 # before the 2 s torch import (a test keeps the two in step).
 MODEL_PART_NAMES: dict[str, tuple[str, ...]] = {
-    "backbone": ("det_resnet18", "det_resnet34", "det_resnet50", "det_mobilenet_v3", "PPLCNetV3"),
-    "neck": ("DBFPN", "RSEFPN"),
+    "backbone": ("det_resnet18", "det_resnet34", "det_resnet50", "det_mobilenet_v3", "PPLCNetV3",
+                 "PPLCNetV4"),
+    "neck": ("DBFPN", "RSEFPN", "RepLKFPN"),
     "head": ("DBHead",),
 }
 

@@ -1,4 +1,5 @@
-"""DBNet models: backbones (ResNet, MobileNetV3, PPLCNetV3), necks (DBFPN +ASF, RSEFPN), DBHead, ``build_model``."""
+"""DBNet models: backbones (ResNet, MobileNetV3, PPLCNetV3, PPLCNetV4), necks (DBFPN +ASF, RSEFPN, RepLKFPN),
+DBHead, ``build_model``."""
 
 from textdet.models.dbnet import BACKBONES, HEADS, NECKS, DBNet, build_model, count_parameters
 from textdet.models.fpn import DBFPN

@@ -15,7 +15,9 @@ from textdet.errors import ConfigError
 from textdet.models.fpn import DBFPN, RSEFPN
 from textdet.models.head import DBHead
 from textdet.models.lcnetv3 import PPLCNetV3
+from textdet.models.lcnetv4 import PPLCNetV4
 from textdet.models.mobilenetv3 import det_mobilenet_v3
+from textdet.models.replkfpn import RepLKFPN
 from textdet.models.resnet import det_resnet18, det_resnet34, det_resnet50
 from textdet.models.weights import load_model_weights
 
@@ -27,8 +29,9 @@ BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "det_resnet50": det_resnet50,
     "det_mobilenet_v3": det_mobilenet_v3,
     "PPLCNetV3": PPLCNetV3,
+    "PPLCNetV4": PPLCNetV4,
 }
-NECKS: dict[str, Callable[..., nn.Module]] = {"DBFPN": DBFPN, "RSEFPN": RSEFPN}
+NECKS: dict[str, Callable[..., nn.Module]] = {"DBFPN": DBFPN, "RSEFPN": RSEFPN, "RepLKFPN": RepLKFPN}
 HEADS: dict[str, Callable[..., nn.Module]] = {"DBHead": DBHead}
 
 INPUT_DIVISOR = 32  # the backbone's last stride: the FPN's top-down sums need exact halvings

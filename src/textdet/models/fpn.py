@@ -112,9 +112,16 @@ class RSEFPN(nn.Module):
         self.inp_conv = nn.ModuleList([RSELayer(out_channels, out_channels // 4, 3) for _ in in_channels])
 
     def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
-        # Paddle's order (top level first) so that an imported graph's layers come in the same sequence.
-        laterals = [self.ins_conv[i](features[i]) for i in (3, 2, 1, 0)][::-1]
-        for i in (2, 1, 0):
-            laterals[i] = laterals[i] + _resize_to(laterals[i + 1], laterals[i])
-        outs = [self.inp_conv[i](laterals[i]) for i in (3, 2, 1, 0)]  # [O5, O4, O3, O2]
-        return torch.cat([_resize_to(o, outs[-1]) for o in outs[:-1]] + [outs[-1]], dim=1)
+        return rse_fpn_forward(self.ins_conv, self.inp_conv, features)
+
+
+def rse_fpn_forward(ins_conv: nn.ModuleList, inp_conv: nn.ModuleList, features: list[torch.Tensor]) -> torch.Tensor:
+    """PaddleOCR's RSEFPN data flow (also RepLKFPN's): laterals, top-down sums, per-level convs, concat at stride 4.
+
+    Levels run in Paddle's order (top level first) so that an imported graph's layers come in the same sequence.
+    """
+    laterals = [ins_conv[i](features[i]) for i in (3, 2, 1, 0)][::-1]
+    for i in (2, 1, 0):
+        laterals[i] = laterals[i] + _resize_to(laterals[i + 1], laterals[i])
+    outs = [inp_conv[i](laterals[i]) for i in (3, 2, 1, 0)]  # [O5, O4, O3, O2]
+    return torch.cat([_resize_to(o, outs[-1]) for o in outs[:-1]] + [outs[-1]], dim=1)
