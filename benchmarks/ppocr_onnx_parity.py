@@ -5,7 +5,8 @@ Run: ``PYTHONPATH=src python benchmarks/ppocr_onnx_parity.py {v4,v5,v6} MODEL.on
 
 Each image goes through the model's own preprocessing (BGR pixels, PaddleOCR's ImageNet mean/std, the resize
 rule of the PaddleOCR release that ships the model; ``--mean-std half`` is RapidOCR's 0.5/0.5 instead), then
-through onnxruntime and through textdet's import of it (``convert ppocr``'s recognition); prints max |P_onnx - P_textdet| per image
+through onnxruntime and through textdet's import of it (``convert ppocr``'s recognition); prints
+max |P_onnx - P_textdet| per image
 (goal < 1e-4). With ``--labels`` (a PaddleOCR/MindOCR label file) both maps are also post-processed
 (PaddleOCR's det_db defaults: thresh 0.3, box_thresh 0.6, unclip 1.5, 'fast' scores) and scored (ICDAR15
 protocol). ``--exact`` also runs textdet's model in float64 and prints both float32 maps' distance from it:

@@ -123,7 +123,8 @@ def test_batchnorm_folded_into_a_biased_transposed_conv_becomes_identity() -> No
 @pytest.mark.slow
 def test_pp_ocrv6_roundtrip_and_training(tmp_path) -> None:
     """A random PP-OCRv6-small-shaped model exported to ONNX (BatchNorms folded by the exporter), imported back
-    by ``identify`` (as ``convert ppocr``): onnxruntime's map equals textdet's to 1e-5; the v4 spec refuses the file, naming
+    by ``identify`` (as ``convert ppocr``): onnxruntime's map equals textdet's to 1e-5; the v4 spec refuses the
+    file, naming
     the first layer that does not fit; the imported model trains (every parameter gets a finite gradient)."""
     torch.manual_seed(0)
     src = build_model(**PPOCR_V6_SMALL_DET).eval()

@@ -278,8 +278,8 @@ def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dic
     ckpt, yaml_path = os.path.abspath(os.path.join(out_dir, "model.ckpt")), os.path.join(out_dir, f"{name}.yaml")
     atomic_save({"model": model.state_dict(), "source": os.path.basename(model_path), "release": release}, ckpt)
     header = (f"# {name}: {release}, imported by `textdet convert ppocr` from {os.path.basename(model_path)}; see\n"
-              f"# the README, 'Start from PP-OCR'. Data in MindOCR's layout (train/images + train_gt.txt, val/images +\n"
-              f"# test_gt.txt). Fine-tune: textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA "
-              "-o eval.dataset.dataset_root=DATA\n")
+              "# the README, 'Start from PP-OCR'. Data in MindOCR's layout (train/images + train_gt.txt,\n"
+              "# val/images + test_gt.txt). Fine-tune:\n"
+              f"# textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA -o eval.dataset.dataset_root=DATA\n")
     Path(yaml_path).write_text(header + yaml.safe_dump(ppocr_config(ckpt, name, arch), sort_keys=False))
     return {"checkpoint": ckpt, "config": yaml_path, "tensors": len(state), "release": release}
