@@ -17,7 +17,7 @@ from textdet.models.head import DBHead
 from textdet.models.lcnetv3 import PPLCNetV3
 from textdet.models.mobilenetv3 import det_mobilenet_v3
 from textdet.models.resnet import det_resnet18, det_resnet34, det_resnet50
-from textdet.models.weights import load_model_weights
+from textdet.models.weights import check_coverage, load_model_weights
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +105,7 @@ def build_model(
         raise ConfigError("model.pretrained: true names no file; give a checkpoint path or URL (MindOCR's model-zoo "
                           ".ckpt URLs work: -o model.pretrained=https://...) or false")
     if pretrained not in (None, False, ""):
-        report = load_model_weights(model, pretrained)
-        logger.info("model.pretrained: %s", report)
+        check_coverage(load_model_weights(model, pretrained), model)
     return model
 
 
