@@ -325,6 +325,8 @@ def test_waiting_ranks_stop_within_seconds_with_rank_0s_reason(tmp_path, online)
         waiting, downloading = (p.communicate(timeout=60)[0] for p in procs)
     finally:
         server.close()
+        for p in procs:
+            p.kill()  # a rank still waiting (the bug this test is about) must not outlive the test
     assert "cannot download" in downloading and "404" in downloading
     seconds, message = waiting.split(" ", 1)
     assert "local rank 0 could not download gone.pth" in message and "404" in message

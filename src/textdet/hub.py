@@ -106,6 +106,8 @@ def _fetch(url: str, dest: Path, what: str, by_hand: str, timeout: float, progre
                               f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a "
                               f"changed file? {by_hand}")
         os.replace(tmp, dest)
+    except ConfigError:  # the hash check's own message (a ConfigError is a ValueError too)
+        raise
     except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         raise ConfigError(f"{what}: cannot download {url} to {folder} ({exc}); {by_hand}") from None
     finally:
