@@ -36,7 +36,8 @@ RANK_POLL_S = 0.5
 # torchvision's ``-<sha256 prefix>.ext``; a suffix of digits only is a date or a version (dbnet-20240101.ckpt), not
 # a hash, so at least one of a-f is required.
 _HASH = re.compile(r"-([0-9a-f]*[a-f][0-9a-f]*)\.[A-Za-z0-9]+$")
-# Numpy arrays (the numpy RNG state in our resume checkpoints) rebuilt without running arbitrary code.
+# Numpy arrays (the numpy RNG state that older textdet resume checkpoints hold; new ones store it as a tensor)
+# rebuilt without running arbitrary code.
 _NUMPY_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,7 +18,6 @@ from textdet.models.mobilenetv3 import det_mobilenet_v3
 from textdet.models.resnet import det_resnet18, det_resnet34, det_resnet50
 from textdet.models.weights import check_coverage, load_model_weights
 
-logger = logging.getLogger(__name__)
 
 BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "det_resnet18": det_resnet18,
