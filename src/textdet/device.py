@@ -60,6 +60,12 @@ def is_accelerator(device: torch.device) -> bool:
     return device.type != "cpu"
 
 
+def compiles_by_default(device_type: str) -> bool:
+    """``--compile auto``: torch.compile on CUDA only, the one accelerator its help names; inductor on NPU, MPS and
+    XPU is untested here."""
+    return device_type == "cuda"
+
+
 def half_dtype(device_type: str) -> torch.dtype:
     """Autocast dtype for O1-O3: bf16 on the CPU (no fp16 kernels worth using), fp16 on accelerators."""
     return torch.bfloat16 if device_type == "cpu" else torch.float16

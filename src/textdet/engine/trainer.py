@@ -17,7 +17,7 @@ from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
 from textdet.data.device_targets import split_device_targets
-from textdet.device import is_accelerator, pick_device, set_deterministic, synchronize
+from textdet.device import compiles_by_default, is_accelerator, pick_device, set_deterministic, synchronize
 from textdet.engine import build, checkpoint, distributed
 from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.ema import ModelEMA
@@ -166,7 +166,8 @@ class Trainer:
         """DDP and torch.compile wrap the forward only; the raw module stays in self.model."""
         model = self.model
         self.forward_model: nn.Module = model
-        self.compiled = want_compile(compile, self.cfg.system.mode, self.device.type)
+        self.compiled = want_compile(compile, self.cfg.system.mode, self.device.type,
+                                     compiles_by_default(self.device.type))
         if self.dist.enabled or self.compiled or self.dry_run:
             # DDP and torch.compile import torch._dynamo too: not beside the thread's import; a dry run checks settings
             _ = self.optimizer
