@@ -1,10 +1,12 @@
 """Run ``textdet train`` and SIGKILL this process at a chosen moment (used by test_reliability.py).
 
-    python tests/kill_at.py step|eval|save N TRAIN_ARGS...
+    python tests/kill_at.py step|eval|save|none N TRAIN_ARGS...
 
 step: inside the N-th optimizer step (gradients computed, weights not yet stepped);
 eval: in the N-th evaluation, at its first post-processed batch;
-save: in the N-th checkpoint write, after half of the bytes reached the temp file.
+save: in the N-th checkpoint write, after half of the bytes reached the temp file;
+none: no kill. With TEXTDET_TEST_SEEN=DIR each process appends "epoch optimizer-step index" per trained sample to
+DIR/rank<RANK>.txt (test_resume.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import torch
 
 from textdet.cli import main
+from textdet.data.dataset import DetDataset
 from textdet.engine.evaluator import Evaluator
 from textdet.engine.trainer import Trainer
 
@@ -72,6 +75,24 @@ elif point == "save":
         die()
 
     torch.save = save
-else:
-    raise SystemExit(f"unknown kill point {point!r}: step, eval or save")
+elif point != "none":
+    raise SystemExit(f"unknown kill point {point!r}: step, eval, save or none")
+
+if os.environ.get("TEXTDET_TEST_SEEN"):
+    folder = os.environ["TEXTDET_TEST_SEEN"]
+    os.makedirs(folder, exist_ok=True)
+    record = os.path.join(folder, f"rank{os.environ.get('RANK', '0')}.txt")
+    real_getitem, real_train_step = DetDataset.__getitem__, Trainer.train_step
+
+    def getitem(self, key):
+        epoch, index = key if isinstance(key, tuple) else (0, key)
+        return {**real_getitem(self, key), "_epoch": epoch, "_index": index}
+
+    def train_step(self, batch, sync):
+        with open(record, "a") as f:
+            f.writelines(f"{e} {self.global_step} {i}\n" for e, i in zip(batch["_epoch"], batch["_index"]))
+        return real_train_step(self, batch, sync)
+
+    DetDataset.__getitem__ = getitem
+    Trainer.train_step = train_step
 sys.exit(main(["train", *args]))

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "textdet"
-# the total: 9,000 until PP-OCRv6 (PPLCNetV4 + RepLKFPN, ~200 lines) came in
-MAX_FILE_LINES, MAX_TOTAL_LINES = 450, 9300
+# Per file only: a total budget rewarded code written short rather than clear.
+MAX_FILE_LINES = 450
 # First part of the module name -> floor. A module imports its own part or a lower floor.
 LAYERS = {
     "errors": 0,
@@ -98,11 +98,6 @@ def _sizes() -> dict[str, int]:
 def test_no_file_over_450_lines():
     big = {k: v for k, v in _sizes().items() if v > MAX_FILE_LINES}
     assert not big, f"files over {MAX_FILE_LINES} lines: {big}"
-
-
-def test_total_lines_under_target():
-    total = sum(_sizes().values())
-    assert total < MAX_TOTAL_LINES, f"src/ has {total} lines (limit {MAX_TOTAL_LINES})"
 
 
 def test_cli_does_not_import_torch():

@@ -7,6 +7,7 @@ import os
 
 import cv2
 import numpy as np
+import pytest
 import torch
 
 from textdet.data import cache as cache_mod
@@ -90,3 +91,43 @@ def test_auto_mode_skips_when_memory_is_short(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_mod, "available_memory", lambda: 10**9)
     assert plan_cache("auto", paths, "k") is not None
     assert not any(f.startswith("textdet_cache") for f in os.listdir("/dev/shm"))  # unlinked at creation
+
+
+def test_shared_memory_budget_counts_every_local_process(tmp_path, monkeypatch):
+    """/dev/shm with room for 3 copies: one process caches there; 4 torchrun processes (each its own copy) go to
+    the temp folder instead of all filling /dev/shm."""
+    path = _write(tmp_path, "a.png", 10, 20, 0)
+    nbytes = 10 * 20 * 3
+    monkeypatch.setattr(os.path, "isdir", lambda p: True)
+    monkeypatch.setattr(cache_mod, "free_bytes", lambda folder: 3 * nbytes)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert ImageCache([path], [(10, 20)]).folder == "/dev/shm"
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert ImageCache([path], [(10, 20)]).folder != "/dev/shm"
+
+
+def test_a_full_tmpfs_fails_at_start_not_with_sigbus_later(tmp_path, monkeypatch, caplog):
+    """The cache's space is reserved when it is made (posix_fallocate): no room is a clear error then; auto mode
+    goes without the cache, with a warning."""
+    import errno
+
+    from textdet.errors import DataError
+
+    reserved = []
+    real = os.posix_fallocate
+    monkeypatch.setattr(os, "posix_fallocate", lambda fd, offset, size: reserved.append(size) or real(fd, offset, size))
+    path = _write(tmp_path, "a.png", 10, 20, 0)
+    ImageCache([path], [(10, 20)])
+    assert reserved == [600, 8]  # the pixels and the (1, 2) int32 shapes, allocated up front
+
+    def full(fd, offset, size):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(DataError) as info:
+        plan_cache(True, [path], "train.dataset.cache_images")
+    for text in ("cannot reserve", "No space left on device", "cache_images=false", "--shm-size"):
+        assert text in str(info.value)
+    with caplog.at_level("WARNING"):
+        assert plan_cache("auto", [path], "train.dataset.cache_images") is None
+    assert "not caching decoded images" in caplog.text

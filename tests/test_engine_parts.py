@@ -159,3 +159,33 @@ def test_collate_stacks_maps_and_keeps_polygons_ragged():
     assert batch["image"].shape == (2, 4, 4, 3) and batch["image"].dtype == torch.uint8
     assert isinstance(batch["polys"], list) and len(batch["polys"][0]) == 1 and batch["polys"][1] == []
     assert batch["shape_list"].shape == (2, 4) and batch["_skipped"] == 1
+
+
+@pytest.mark.parametrize("device_type,compiled", [("cuda", True), ("npu", False), ("mps", False), ("xpu", False),
+                                                  ("cpu", False)])
+def test_compile_auto_means_cuda_only(device_type, compiled):
+    """--compile auto as its help says: CUDA; the other accelerators stay eager unless --compile on."""
+    from textdet.device import compiles_by_default
+    from textdet.engine.startup import want_compile
+
+    auto_on = compiles_by_default(device_type)
+    assert want_compile("auto", 0, device_type, auto_on) is compiled
+    assert want_compile("on", 0, device_type, auto_on) is True
+    assert want_compile("auto", 1, device_type, auto_on) is False
+
+
+def test_system_deterministic_turns_on_deterministic_kernels(monkeypatch):
+    from textdet.config import load_config
+    from textdet.device import set_deterministic
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    cfg = load_config(None, ["system.deterministic=true"])
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    try:
+        set_deterministic(cfg.system.deterministic)
+        assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+        assert not torch.backends.cudnn.benchmark and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], before[2]

@@ -12,6 +12,8 @@ import hashlib
 import os
 import random
 import socket
+import subprocess
+import sys
 import threading
 import tracemalloc
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -293,3 +295,69 @@ def test_model_pretrained_true_downloads_the_mindocr_zoo_file_of_that_network(tm
     with pytest.raises(ConfigError, match="none of MindOCR's model-zoo models .*or false"):
         build.build_model_from_config(load_config(None, [*net[:2], "model.head={name: DBHead, k: 10}",
                                                          "model.pretrained=true"]))
+
+
+def test_a_date_suffix_is_not_a_hash(tmp_path, online):
+    """torchvision's ``-<hex>.ext`` rule took dbnet-20240101.ckpt's date for a sha256 prefix and refused the file."""
+    body = b"weights"
+    server = _Server({"/dbnet-20240101.ckpt": (200, body, None)})
+    try:
+        path = download(server.url + "/dbnet-20240101.ckpt", "model.pretrained", "ESCAPE", folder=tmp_path,
+                        progress=False)
+    finally:
+        server.close()
+    assert path.read_bytes() == body
+
+
+def test_waiting_ranks_stop_within_seconds_with_rank_0s_reason(tmp_path, online):
+    """Two processes with one parent, as torchrun starts them: local rank 0's download fails (404), local rank 1
+    stops waiting at once and says why, instead of polling for an hour."""
+    server = _Server({})
+    script = ("import os, sys, time; from textdet.hub import download; start = time.monotonic()\n"
+              "try:\n    download(sys.argv[1], 'model.pretrained', 'ESCAPE', folder=sys.argv[2], progress=False)\n"
+              "except Exception as e:\n    print(f'{time.monotonic() - start:.2f}', e)\n")
+    procs = []
+    try:
+        for rank in ("1", "0"):  # the waiting rank starts first
+            env = {**os.environ, "LOCAL_RANK": rank, "PYTHONPATH": os.pathsep.join(sys.path)}
+            procs.append(subprocess.Popen([sys.executable, "-c", script, server.url + "/gone.pth", str(tmp_path)],
+                                          env=env, stdout=subprocess.PIPE, text=True))
+        waiting, downloading = (p.communicate(timeout=60)[0] for p in procs)
+    finally:
+        server.close()
+        for p in procs:
+            p.kill()  # a rank still waiting (the bug this test is about) must not outlive the test
+    assert "cannot download" in downloading and "404" in downloading
+    seconds, message = waiting.split(" ", 1)
+    assert "local rank 0 could not download gone.pth" in message and "404" in message
+    assert float(seconds) < 15  # the import of the other process included; the poll itself is 0.5 s
+
+
+def _state_of(width: int) -> dict:
+    torch.manual_seed(0)
+    return DBNet(DetResNet(BasicBlock, (1, 1, 1, 1), width=width), DBFPN([width * k for k in (1, 2, 4, 8)], 16),
+                 DBHead(16)).state_dict()
+
+
+def test_pretrained_weights_of_another_network_are_refused(tmp_path, caplog):
+    """A file of a width-4 network for a width-2 one: only the neck's output side and the head fit (under half),
+    refused with the counts and a few names. The same network less its head: a WARNING with the counts."""
+    from textdet.models.weights import check_coverage
+
+    model = DBNet(DetResNet(BasicBlock, (1, 1, 1, 1), width=2), DBFPN([2, 4, 8, 16], 16), DBHead(16))
+    total = len([k for k in model.state_dict() if not k.endswith("num_batches_tracked")])
+    wrong = tmp_path / "wrong.pth"
+    torch.save(_state_of(4), wrong)
+    report = load_model_weights(model, wrong)
+    with pytest.raises(ConfigError) as info:
+        check_coverage(report, model)
+    loaded = len([k for k in report.loaded if not k.endswith("num_batches_tracked")])
+    assert 0 < 2 * loaded < total
+    for text in (f"only {loaded} of the model's {total} tensors", "shape mismatches", "backbone.", "model.pretrained"):
+        assert text in str(info.value)
+    partial = tmp_path / "partial.pth"
+    torch.save({k: v for k, v in _state_of(2).items() if not k.startswith("head.")}, partial)
+    heads = len([k for k in model.state_dict() if k.startswith("head.") and not k.endswith("num_batches_tracked")])
+    with caplog.at_level("WARNING"):
+        check_coverage(load_model_weights(model, partial), model)
+    assert f"partial load, {total - heads} of the model's {total} tensors" in caplog.text

@@ -223,8 +223,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not args.config and needs_builtin_data(args.opt):  # the one-time generation: its own row
         startup.mark(f"built-in data ({'generated, once' if ensure_builtin_data() else 'cached'})")
     cfg = load_cfg(args)  # config and data errors surface before the seconds spent importing torch
-    from textdet.engine.validate import train_splits, validate  # after the YAML: a typo there fails faster
+    from textdet.engine.validate import check_weight_paths, train_splits, train_weight_keys, validate
 
+    check_weight_paths(cfg, train_weight_keys(cfg))  # after the YAML, before torch: a typo fails in a second
     pipelines = validate(cfg, train_splits(cfg))
     startup.mark("config")
     import torch  # noqa: F401  (timed as the import stage)
@@ -252,10 +253,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from textdet.engine.evaluator import sweep_report
-
     args.opt = [*args.opt, f"metric.protocol={args.protocol}"] if args.protocol else args.opt
     cfg = load_cfg(args)
+    if not args.ckpt and not args.onnx:
+        from textdet.engine.validate import check_weight_paths
+
+        check_weight_paths(cfg, ("eval.ckpt_load_path",))  # before torch: a typo fails in a second
+    from textdet.engine.evaluator import sweep_report
+
     progress = not args.no_progress and sys.stdout.isatty() and not args.json
     if args.onnx:
         from textdet.export import evaluate_onnx

@@ -60,6 +60,12 @@ def is_accelerator(device: torch.device) -> bool:
     return device.type != "cpu"
 
 
+def compiles_by_default(device_type: str) -> bool:
+    """``--compile auto``: torch.compile on CUDA only, the one accelerator its help names; inductor on NPU, MPS and
+    XPU is untested here."""
+    return device_type == "cuda"
+
+
 def half_dtype(device_type: str) -> torch.dtype:
     """Autocast dtype for O1-O3: bf16 on the CPU (no fp16 kernels worth using), fp16 on accelerators."""
     return torch.bfloat16 if device_type == "cpu" else torch.float16
@@ -107,15 +113,31 @@ def max_memory_gib(device: torch.device) -> float | None:
 
 
 def rng_state() -> dict:
-    """The accelerator's RNG states for a checkpoint (empty without one)."""
+    """The current accelerator's RNG state for a checkpoint (empty without one): that device's generator only, so a
+    resume with fewer visible devices still loads, and MPS (no ``get_rng_state_all``) works too."""
     kind = accelerator()
-    return {kind: torch.get_device_module(kind).get_rng_state_all()} if kind else {}
+    return {kind: torch.get_device_module(kind).get_rng_state()} if kind else {}
 
 
 def set_rng_state(state: dict) -> None:
+    """Restore ``rng_state()``'s generator on the current device; states of another device type are ignored."""
     kind = accelerator()
-    if kind and kind in state:
-        torch.get_device_module(kind).set_rng_state_all(state[kind])
+    saved = state.get(kind) if kind else None
+    if isinstance(saved, torch.Tensor):  # older checkpoints held a list per visible device: nothing to restore
+        torch.get_device_module(kind).set_rng_state(saved)
+
+
+def set_deterministic(enabled: bool) -> None:
+    """``system.deterministic``: deterministic kernels only (an op without one raises, naming it) and cuDNN without
+    autotuning, for a bit-exact resume on a GPU. It costs speed (cuDNN may not pick its fastest convolution; some ops
+    fall back to slower kernels), not measured here: not yet run on a GPU. cuBLAS needs its workspace variable set
+    before the first matrix product to be deterministic."""
+    if not enabled:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def cpu_bf16_fast() -> bool:

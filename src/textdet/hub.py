@@ -1,10 +1,11 @@
 """Weights files coming in: downloads into the torch hub cache, and unpickling that runs no code.
 As torchvision: ``torch.hub.get_dir()/checkpoints`` under the URL's base name, a ``-<hex>.ext`` name checked
 against the sha256 prefix, complete files only (temp + rename). ``TEXTDET_OFFLINE=1`` never touches the
-network; under torchrun local rank 0 downloads while the others wait."""
+network; under torchrun local rank 0 downloads while the others wait, and a failure it writes down stops them."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -31,8 +32,12 @@ except ImportError:  # numpy < 2
 OFFLINE_ENV = "TEXTDET_OFFLINE"
 TIMEOUT_S = 10.0  # connect and per-read timeout: no network fails in seconds, not minutes
 RANK_WAIT_S = 3600.0  # how long ranks > 0 wait for local rank 0's download
-_HASH = re.compile(r"-([0-9a-f]{8,64})\.[A-Za-z0-9]+$")
-# Numpy arrays (the numpy RNG state in our resume checkpoints) rebuilt without running arbitrary code.
+RANK_POLL_S = 0.5
+# torchvision's ``-<sha256 prefix>.ext``; a suffix of digits only is a date or a version (dbnet-20240101.ckpt), not
+# a hash, so at least one of a-f is required.
+_HASH = re.compile(r"-([0-9a-f]*[a-f][0-9a-f]*)\.[A-Za-z0-9]+$")
+# Numpy arrays (the numpy RNG state that older textdet resume checkpoints hold; new ones store it as a tensor)
+# rebuilt without running arbitrary code.
 _NUMPY_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct]
 
 
@@ -57,16 +62,43 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
                f"or do without it: {escape}")
     if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
         raise ConfigError(f"{what}: {dest.name} is not in {folder} and {OFFLINE_ENV} is set; {by_hand}")
+    failed = _failure_note(dest)
     if int(os.environ.get("LOCAL_RANK", "0")) > 0:  # torchrun: local rank 0 downloads, the others wait
-        deadline = time.monotonic() + RANK_WAIT_S
-        while not dest.is_file():
-            if time.monotonic() > deadline:
-                raise ConfigError(f"{what}: waited {RANK_WAIT_S:.0f} s for local rank 0 to download {dest}")
-            time.sleep(0.5)
-        return dest
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=folder)
+        return _wait_for_rank0(dest, failed, what)
     try:
+        return _fetch(url, dest, what, by_hand, timeout, progress)
+    except ConfigError as exc:
+        if "LOCAL_RANK" in os.environ:  # under torchrun: the waiting ranks stop with this reason
+            with contextlib.suppress(OSError):
+                failed.write_text(str(exc), encoding="utf-8")
+        raise
+
+
+def _failure_note(dest: Path) -> Path:
+    """Where local rank 0 writes why its download of ``dest`` failed: named after torchrun's agent process (the
+    ranks' common parent), so a note left by an earlier job is never read."""
+    return dest.parent / f".{dest.name}.failed-{os.getppid()}"
+
+
+def _wait_for_rank0(dest: Path, failed: Path, what: str) -> Path:
+    """Poll until local rank 0 has put ``dest`` in place, or has written why it could not."""
+    deadline = time.monotonic() + RANK_WAIT_S
+    while not dest.is_file():
+        if failed.is_file():
+            reason = failed.read_text(encoding="utf-8")
+            raise ConfigError(f"{what}: local rank 0 could not download {dest.name}: {reason}")
+        if time.monotonic() > deadline:
+            raise ConfigError(f"{what}: waited {RANK_WAIT_S:.0f} s for local rank 0 to download {dest}")
+        time.sleep(RANK_POLL_S)
+    return dest
+
+
+def _fetch(url: str, dest: Path, what: str, by_hand: str, timeout: float, progress: bool | None) -> Path:
+    """Download ``url`` to a temp file in ``dest``'s folder, check the name's hash, rename; ConfigError on failure."""
+    folder, tmp = dest.parent, None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=folder)
         with os.fdopen(fd, "wb") as f:
             digest = _transfer(url, f, timeout, sys.stderr.isatty() if progress is None else progress)
         match = _HASH.search(dest.name)
@@ -75,10 +107,12 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
                               f"{digest[: len(match.group(1))]}); refused, nothing kept in {folder}. A proxy or a "
                               f"changed file? {by_hand}")
         os.replace(tmp, dest)
+    except ConfigError:  # the hash check's own message (a ConfigError is a ValueError too)
+        raise
     except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         raise ConfigError(f"{what}: cannot download {url} to {folder} ({exc}); {by_hand}") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp and os.path.exists(tmp):
             os.remove(tmp)
     return dest
 

@@ -14,6 +14,7 @@ class SystemConfig:
     amp_level: str = "O0"
     amp_level_infer: str = "O0"
     seed: int = 42
+    deterministic: bool = False  # textdet: deterministic kernels (bit-exact resume on a GPU, slower)
     log_level: str = "logging.INFO"
     log_interval: int = 100
     val_while_train: bool = False

@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image
 
 from textdet.data.decode import DecodeImage, Sample
+from textdet.errors import DataError
 
 logger = logging.getLogger("textdet.data")
 
@@ -38,13 +39,38 @@ def available_memory() -> int:
     return 0
 
 
+def local_processes() -> int:
+    """Processes on this machine that each build the same cache (torchrun's LOCAL_WORLD_SIZE, else 1)."""
+    return max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
+
+
+def free_bytes(folder: str) -> int:
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
 def _shared_folder(nbytes: int) -> str:
-    """/dev/shm when it has room (RAM), else the temp folder (page cache backed)."""
-    if os.path.isdir("/dev/shm"):
-        st = os.statvfs("/dev/shm")
-        if st.f_bavail * st.f_frsize > nbytes * 1.1:
-            return "/dev/shm"
+    """/dev/shm when it has room for every local process's copy (RAM), else the temp folder (page cache backed)."""
+    if os.path.isdir("/dev/shm") and free_bytes("/dev/shm") > nbytes * local_processes() * 1.1:
+        return "/dev/shm"
     return tempfile.gettempdir()
+
+
+def _reserve(fd: int, nbytes: int, path: str) -> None:
+    """Allocate the file's blocks now: a full tmpfs fails here, at start, instead of killing a loader worker with
+    SIGBUS when it first writes a page of a sparse file in epoch 1."""
+    if not hasattr(os, "posix_fallocate"):  # macOS: a sparse file, as before
+        os.ftruncate(fd, nbytes)
+        return
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError as e:
+        folder = os.path.dirname(path)
+        raise DataError(
+            f"cache_images: cannot reserve {nbytes / 2**30:.2f} GiB for decoded images in {folder} ({e.strerror or e}; "
+            f"{free_bytes(folder) / 2**30:.2f} GiB free there, {local_processes()} process(es) on this machine each "
+            "need a copy): set -o train.dataset.cache_images=false (and eval.dataset.cache_images=false), or give "
+            "the container more shared memory (docker run --shm-size=...)") from None
 
 
 class ImageCache:
@@ -62,10 +88,11 @@ class ImageCache:
     @staticmethod
     def _map(folder: str, name: str, shape, dtype) -> np.memmap:
         fd, path = tempfile.mkstemp(prefix=f"textdet_cache_{name}_", dir=folder)
-        os.close(fd)
         try:
-            return np.memmap(path, dtype=dtype, mode="w+", shape=shape)
+            _reserve(fd, int(np.prod(shape)) * np.dtype(dtype).itemsize, path)
+            return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
         finally:
+            os.close(fd)
             os.unlink(path)  # the mapping lives on; nothing is left behind when the processes end
 
     def get(self, path: str) -> np.ndarray | None:
@@ -125,12 +152,18 @@ def plan_cache(mode: bool | str, paths: Sequence[str], key: str) -> ImageCache |
     sizes = image_sizes(paths)
     need = sum(h * w * 3 for h, w in sizes)
     # under torchrun every process on this machine builds its own cache: share the budget
-    free = available_memory() // max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
+    free = available_memory() // local_processes()
     if mode == "auto" and (not free or need > free // 4):
         logger.info("%s=auto: not caching decoded images (%.2f GiB needed, %.2f GiB available)", key,
                     need / 2**30, free / 2**30)
         return None
-    cache = ImageCache(paths, sizes)
+    try:
+        cache = ImageCache(paths, sizes)
+    except DataError as e:
+        if mode != "auto":
+            raise
+        logger.warning("%s=auto: not caching decoded images: %s", key, e)
+        return None
     logger.info("%s: decoded images cached in shared memory (%.2f GiB in %s, filled during the first epoch)", key,
                 need / 2**30, cache.folder)
     return cache

@@ -89,28 +89,43 @@ class DetDataset(Dataset):
 
 
 class EpochSampler(Sampler):
-    """``(epoch, index)`` keys, shuffled per epoch from the seed, sharded over ranks (``pad``: equal steps per rank)."""
+    """``(epoch, index)`` keys, shuffled per epoch from the seed, sharded over ranks (``pad``: equal steps per rank).
+
+    The epoch's order is one permutation the ranks take in turns (rank r: positions r, r + W, ...), so the first
+    ``k x W`` positions are what ``W`` ranks used in ``k`` samples each, whatever their number: ``skip`` counts
+    those global positions, and a resume on another number of ranks continues after exactly them."""
 
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
         self.n, self.shuffle, self.seed = n, shuffle, seed
         self.rank, self.world_size, self.pad = rank, world_size, pad
         self.epoch = self.skip = 0
-        self.per_rank = math.ceil(n / world_size) if pad else len(range(rank, n, world_size))
 
     def set_epoch(self, epoch: int, skip: int = 0) -> None:
-        """``skip``: samples of this epoch already trained (a mid-epoch resume continues after them)."""
+        """``skip``: samples of this epoch's order already trained, by all ranks together (a mid-epoch resume
+        continues after them)."""
         self.epoch, self.skip = epoch, skip
 
+    def _shard_size(self, remaining: int) -> int:
+        if self.pad:
+            return math.ceil(remaining / self.world_size)
+        return len(range(self.rank, remaining, self.world_size))
+
+    @property
+    def per_rank(self) -> int:
+        """Samples of a whole epoch on this rank."""
+        return self._shard_size(self.n)
+
     def __len__(self) -> int:
-        return self.per_rank - self.skip
+        return self._shard_size(max(self.n - self.skip, 0))
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         rng = np.random.default_rng([self.seed, self.epoch, 7919])
         order = rng.permutation(self.n) if self.shuffle else np.arange(self.n)
-        total = math.ceil(self.n / self.world_size) * self.world_size if self.pad else self.n
-        if total > self.n:  # pad by wrapping so every rank gets the same number of samples
-            order = np.concatenate([order, order[: total - self.n]])
-        for i in order[self.rank : total : self.world_size][self.skip :]:
+        remaining = order[self.skip :]
+        total = math.ceil(len(remaining) / self.world_size) * self.world_size if self.pad else len(remaining)
+        if total > len(remaining):  # pad by wrapping so every rank gets the same number of samples
+            remaining = np.concatenate([remaining, order[: total - len(remaining)]])
+        for i in remaining[self.rank : total : self.world_size]:
             yield (self.epoch, int(i))
 
 

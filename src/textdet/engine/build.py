@@ -42,11 +42,16 @@ def check_model_specs(cfg: Config) -> dict[str, dict]:
 
 
 def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None) -> nn.Module:
-    """The DBNet of ``cfg.model``; ``pretrained_backbone=False`` skips ImageNet weights (eval, resume)."""
+    """The DBNet of ``cfg.model``. ``pretrained_backbone=False`` skips the ImageNet weights and ``model.pretrained``
+    (nothing downloaded or read): eval and resume load a checkpoint that replaces them."""
     specs = check_model_specs(cfg)
+    pretrained = None
     if pretrained_backbone is False:
         specs["backbone"]["pretrained"] = False
-    pretrained = zoo_checkpoint(cfg, specs) if cfg.model.pretrained is True else cfg.model.pretrained or None
+    elif cfg.model.pretrained is True:
+        pretrained = zoo_checkpoint(cfg, specs)
+    elif cfg.model.pretrained:
+        pretrained = cfg.model.pretrained
     with located(cfg, "model"):
         return build_model(specs["backbone"], specs["neck"], specs["head"], pretrained=pretrained)
 

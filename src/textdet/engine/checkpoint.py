@@ -74,21 +74,38 @@ def seed_everything(seed: int, rank: int) -> None:
 
 
 def find_resume(resume: bool | str | None, run_dir: str) -> str | None:
-    """``model.resume``: True -> ``run_dir/train_resume.ckpt``, a path -> itself; None when off or absent."""
+    """``model.resume``: True -> ``run_dir/train_resume.ckpt`` (None when absent: a first run starts fresh), a path ->
+    itself, which must exist; None when off."""
     if resume is False or resume is None or resume == "":
         return None
-    path = os.path.join(run_dir, "train_resume.ckpt") if resume is True else str(resume)
-    return path if os.path.isfile(path) else None
+    if resume is True:
+        path = os.path.join(run_dir, "train_resume.ckpt")
+        return path if os.path.isfile(path) else None
+    path = os.path.expanduser(str(resume))
+    if not os.path.isfile(path):
+        raise ConfigError(f"model.resume: {resume} does not exist; fix the path, or -o model.resume=True for the run "
+                          "folder's train_resume.ckpt")
+    return path
 
 
 def rng_state() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "device": device.rng_state()}
+    """Python, numpy, torch and the current accelerator's RNG states as tensors, lists and numbers only: a resume
+    checkpoint then loads with a plain ``torch.load(path, weights_only=True)``, no allow-list."""
+    version, mt_words, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached_gauss = np.random.get_state()
+    return {"python": [version, list(mt_words), gauss],
+            "numpy": [str(name), torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
+                      float(cached_gauss)],
+            "torch": torch.get_rng_state(), "device": device.rng_state()}
 
 
 def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    """Restore ``rng_state()`` (older checkpoints' numpy tuple and python tuple are read too)."""
+    version, mt_words, gauss = state["python"]
+    random.setstate((version, tuple(mt_words), gauss))
+    name, keys, pos, has_gauss, cached_gauss = state["numpy"]
+    keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
+    np.random.set_state((name, keys.astype(np.uint32), pos, has_gauss, cached_gauss))
     torch.set_rng_state(state["torch"])
     device.set_rng_state(state.get("device", {}))
 

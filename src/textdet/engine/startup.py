@@ -86,11 +86,16 @@ def enable_compile_cache() -> str:
     return folder
 
 
-def want_compile(mode: str, system_mode: int, accelerator: bool) -> bool:
-    """``--compile on/off/auto``: auto compiles when ``system.mode`` is 0 on an accelerator (minutes on CPU)."""
+def want_compile(mode: str, system_mode: int, device_type: str, auto_on: bool) -> bool:
+    """``--compile on/off/auto``: auto compiles when ``system.mode`` is 0 and ``auto_on``
+    (``device.compiles_by_default``: CUDA only; minutes on the CPU, untested on the other accelerators: eager
+    there unless ``--compile on``). Takes a flag, not the device module: the CLI imports this before torch."""
     if mode != "auto" or system_mode == 1:
         return mode == "on"
-    if not accelerator:
+    if device_type == "cpu":
         logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
                     "(force it with --compile on)")
-    return accelerator
+    elif not auto_on:
+        logger.info("system.mode 0 (compiled): --compile auto compiles on CUDA only; running eager on %s (force it "
+                    "with --compile on, untested there)", device_type)
+    return auto_on

@@ -17,7 +17,7 @@ from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
 from textdet.data.device_targets import split_device_targets
-from textdet.device import is_accelerator, pick_device, synchronize
+from textdet.device import compiles_by_default, is_accelerator, pick_device, set_deterministic, synchronize
 from textdet.engine import build, checkpoint, distributed
 from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.ema import ModelEMA
@@ -25,6 +25,7 @@ from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
 from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
 from textdet.engine.optim import build_optimizer_in_background
+from textdet.engine.resume import RunShape, continue_at
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
@@ -85,6 +86,7 @@ class Trainer:
             logger.info("model.resume: no checkpoint in %s, starting fresh", self.run_dir)
         self.progress = sys.stdout.isatty() if progress is None else progress
         checkpoint.seed_everything(cfg.system.seed, self.dist.rank)
+        set_deterministic(cfg.system.deterministic)
         for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
             logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("device + checks setup")
@@ -190,7 +192,8 @@ class Trainer:
         """DDP and torch.compile wrap the forward only; the raw module stays in self.model."""
         model = self.model
         self.forward_model: nn.Module = model
-        self.compiled = want_compile(compile, self.cfg.system.mode, is_accelerator(self.device))
+        self.compiled = want_compile(compile, self.cfg.system.mode, self.device.type,
+                                     compiles_by_default(self.device.type))
         if self.dist.enabled or self.compiled or self.dry_run:
             # DDP and torch.compile import torch._dynamo too: not beside the thread's import; a dry run checks settings
             _ = self.optimizer
@@ -209,14 +212,21 @@ class Trainer:
                           ("epoch_ckpts", self.epoch_ckpts)):
             if part is not None and ck.get(key):
                 part.load_state_dict(ck[key])
-        self.epoch, self.step_in_epoch = int(ck.get("epoch", 0)), int(ck.get("step_in_epoch", 0))
-        self.global_step, self.best = int(ck.get("step", 0)), float(ck.get("best_metric", -math.inf))
+        position = continue_at(ck, self.run_shape(), self.opt_steps_per_epoch, path)
+        self.epoch, self.step_in_epoch, self.global_step = position.epoch, position.step_in_epoch, position.global_step
+        self.best = float(ck.get("best_metric", -math.inf))
         if "rng" in ck:
             checkpoint.set_rng_state(ck["rng"])
+        # the BatchNorm statistics a skipped step puts back are the loaded ones, not those of the initialisation
+        torch._foreach_copy_(self.good_buffers, self.buffers)
         if self.main:
             trim_metrics(self.run_dir, self.epoch)
         logger.info("resumed from %s: epoch %d done (+%d micro-steps), step %d, best %s %.4f", path, self.epoch,
                     self.step_in_epoch, self.global_step, self.indicator, self.best)
+
+    def run_shape(self) -> RunShape:
+        """Processes x per-process batch x accumulation: saved for a resume on another cluster shape."""
+        return RunShape(self.dist.world_size, self.train_loader.batch_size, self.accum)
 
     # ----------------------------------------------------------------------------------------- the loop
     def fit(self) -> dict:
@@ -258,7 +268,7 @@ class Trainer:
     def train_one_epoch(self, epoch: int, num_epochs: int) -> EpochStats:
         cfg = self.cfg
         start = self.step_in_epoch if epoch == self.epoch else 0  # micro-steps a mid-epoch resume skips
-        self.train_loader.sampler.set_epoch(epoch, skip=start * self.train_loader.batch_size)
+        self.train_loader.sampler.set_epoch(epoch, skip=start * self.train_loader.batch_size * self.dist.world_size)
         source, self._early_iter = (self._early_iter if epoch == 0 else None) or self.train_loader, None
         self.forward_model.train()
         if cfg.train.freeze_bn:
@@ -417,6 +427,7 @@ class Trainer:
             resume_ckpt = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                            "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
                            "epoch": epochs_done, "step_in_epoch": step_in_epoch, "step": self.global_step,
+                           "shape": self.run_shape().state_dict(),
                            "best_metric": self.best, "rng": checkpoint.rng_state(),
                            "epoch_ckpts": self.epoch_ckpts.state_dict(), "config": to_dict(self.cfg),
                            "textdet_version": __version__}

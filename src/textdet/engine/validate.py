@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from textdet.config import Config
 from textdet.config.components import MODEL_PART_NAMES, build_component, lookup
-from textdet.config.loader import located
+from textdet.config.loader import get_key, located
 from textdet.data.labels import check_dataset_paths
 from textdet.data.pipeline import Compose, build_transforms
 from textdet.errors import ConfigError
@@ -54,6 +55,32 @@ def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bo
         ds = getattr(cfg, split).dataset
         check_dataset_paths(ds.dataset_root, ds.data_dir, ds.label_file, f"{split}.dataset")
     return pipelines
+
+
+_ESCAPES = {"model.resume": "-o model.resume=True for the run folder's train_resume.ckpt",
+            "eval.ckpt_load_path": "pass --ckpt PATH"}
+
+
+def check_weight_paths(cfg: Config, keys: tuple[str, ...]) -> None:
+    """Each of ``keys`` set to a file path (not True/False, not a URL) must exist: a typo is an error naming the key
+    and the path before ``import torch``, never a silent fresh start."""
+    for key in keys:
+        value = get_key(cfg, key)
+        if not isinstance(value, str) or not value or value.startswith(("http://", "https://")):
+            continue
+        if not os.path.isfile(os.path.expanduser(value)):
+            escape = _ESCAPES.get(key, f"-o {key}=false")
+            meta = getattr(cfg, "meta", None)
+            where = f" (set at {meta.where(key)})" if meta is not None else ""
+            raise ConfigError(f"{key}: {value} does not exist{where}; fix the path, or {escape}")
+
+
+def train_weight_keys(cfg: Config) -> tuple[str, ...]:
+    """The weight-file keys training reads: model.resume, and model.pretrained unless a resume file replaces it."""
+    resume = cfg.model.resume
+    resuming = resume is True and os.path.isfile(os.path.join(cfg.train.ckpt_save_dir, "train_resume.ckpt"))
+    resuming = resuming or (isinstance(resume, str) and bool(resume))
+    return ("model.resume",) if resuming else ("model.resume", "model.pretrained")
 
 
 def train_splits(cfg: Config) -> tuple[str, ...]:

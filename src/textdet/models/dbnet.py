@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,9 +18,8 @@ from textdet.models.lcnetv4 import PPLCNetV4
 from textdet.models.mobilenetv3 import det_mobilenet_v3
 from textdet.models.replkfpn import RepLKFPN
 from textdet.models.resnet import det_resnet18, det_resnet34, det_resnet50
-from textdet.models.weights import load_model_weights
+from textdet.models.weights import check_coverage, load_model_weights
 
-logger = logging.getLogger(__name__)
 
 BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "det_resnet18": det_resnet18,
@@ -108,8 +106,7 @@ def build_model(
         raise ConfigError("model.pretrained: true names no file; give a checkpoint path or URL (MindOCR's model-zoo "
                           ".ckpt URLs work: -o model.pretrained=https://...) or false")
     if pretrained not in (None, False, ""):
-        report = load_model_weights(model, pretrained)
-        logger.info("model.pretrained: %s", report)
+        check_coverage(load_model_weights(model, pretrained), model)
     return model
 
 

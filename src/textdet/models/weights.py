@@ -158,6 +158,23 @@ def load_model_weights(model: nn.Module, path: str | os.PathLike, what: str = "m
     return LoadReport(str(path), list(usable), missing, unexpected, mismatched)
 
 
+def check_coverage(report: LoadReport, model: nn.Module, what: str = "model.pretrained") -> None:
+    """Under half of the model's tensors loaded: a wrong file, refused (ConfigError with the counts and a few names);
+    some missing: a WARNING with the counts; all: INFO. BatchNorm's num_batches_tracked is not counted."""
+    total = len([k for k in model.state_dict() if not k.endswith("num_batches_tracked")])
+    loaded = len([k for k in report.loaded if not k.endswith("num_batches_tracked")])
+    counts = (f"{loaded} of the model's {total} tensors found in {report.path} ({len(report.missing)} missing, "
+              f"{len(report.unexpected)} unknown names, {len(report.mismatched)} shape mismatches)")
+    if 2 * loaded < total:
+        mismatched = [key for key, _, _ in report.mismatched]
+        raise ConfigError(f"{what}: only {counts}: a checkpoint of another network? e.g. missing {report.missing[:3]}, "
+                          f"unknown {report.unexpected[:3]}, mismatched {mismatched[:3]}; give this model's "
+                          f"checkpoint, or -o {what}=false")
+    if loaded < total:
+        logger.warning("%s: partial load, %s; the rest keeps its initialisation", what, counts)
+    logger.info("%s: %s", what, report)
+
+
 def match_state(state: Mapping[str, torch.Tensor], own: Mapping[str, torch.Tensor]) -> tuple[dict, list, list, list]:
     """(tensors that fit, unexpected keys, (key, file shape, model shape) mismatches, missing keys) of a file's state
     against a model's; BatchNorm's num_batches_tracked is never missing (old torchvision files predate it)."""
