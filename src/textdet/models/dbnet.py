@@ -20,7 +20,6 @@ from textdet.models.replkfpn import RepLKFPN
 from textdet.models.resnet import det_resnet18, det_resnet34, det_resnet50
 from textdet.models.weights import check_coverage, load_model_weights
 
-
 BACKBONES: dict[str, Callable[..., nn.Module]] = {
     "det_resnet18": det_resnet18,
     "det_resnet34": det_resnet34,
