@@ -90,7 +90,7 @@ if os.environ.get("TEXTDET_TEST_SEEN"):
 
     def train_step(self, batch, sync):
         with open(record, "a") as f:
-            f.writelines(f"{e} {self.global_step} {i}\n" for e, i in zip(batch["_epoch"], batch["_index"]))
+            f.writelines(f"{e} {self.global_step} {i}\n" for e, i in zip(batch["_epoch"], batch["_index"], strict=True))
         return real_train_step(self, batch, sync)
 
     DetDataset.__getitem__ = getitem
