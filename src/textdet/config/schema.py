@@ -118,6 +118,9 @@ class TrainConfig:
     ema: bool = False
     ema_decay: float = 0.9999
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
+    # textdet: seconds without a finished step before the hang watchdog stops the run; auto = 600, then
+    # 20x the median step (at least 60 s) once 20 steps are known
+    step_timeout: float | str = "auto"
     targets_on_device: bool | str = "auto"  # textdet: DB maps built per batch on the device; auto = on cuda/npu/xpu
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None

@@ -12,16 +12,18 @@ from collections.abc import Iterator
 from textdet.engine.eta import Eta, clock
 from textdet.engine.phases import phase_ms, phase_text
 from textdet.engine.profiling import StepProfiler
+from textdet.engine.watchdog import Watchdog
 
 logger = logging.getLogger("textdet")
 
 
 class RunMonitor:
-    """Built by ``Trainer.fit`` (``t``: the trainer; ``writer``: rank 0's MetricsWriter or None; ``watchdog``: a
-    started ``engine.watchdog.Watchdog`` or None)."""
+    """Built by ``Trainer.fit`` (``t``: the trainer; ``writer``: rank 0's MetricsWriter or None); starts the
+    hang watchdog's thread."""
 
-    def __init__(self, t, writer, watchdog=None):
-        self.phases, self.writer, self.watchdog = t.phases, writer, watchdog
+    def __init__(self, t, writer):
+        self.phases, self.writer = t.phases, writer
+        self.watchdog = Watchdog(t.cfg.train.step_timeout, t.dist.rank, t.dist.world_size, t.phases)
         system = t.cfg.system
         self.log_interval = system.log_interval
         self.eta = Eta(t.steps_per_epoch, t.cfg.scheduler.num_epochs, t.eval_due)
@@ -87,6 +89,11 @@ class RunMonitor:
             self.phases.enter("data wait")
         if what == "checkpoint":
             self.eta.last_ckpt_s = out["seconds"]
+
+    def failed(self, err: BaseException) -> None:
+        """This process stops with ``err``: the other ranks hear why before it exits."""
+        if self.watchdog is not None:
+            self.watchdog.report_failure(err)
 
     def close(self) -> None:
         if self.profiler is not None:

@@ -17,7 +17,7 @@ PHASES = ("data wait", "copy", "forward", "loss", "backward", "optimizer")
 WAITS_ON = {
     "data wait": "the data loader (a worker process or the next file)",
     "copy": "the host-to-device copy of a batch",
-    "forward": "the model's forward pass",
+    "forward": "the model's forward pass (under DDP it first syncs BatchNorm buffers with every rank)",
     "loss": "the loss",
     "backward": "backward and the gradient all-reduce (waits for every rank)",
     "optimizer": "the optimizer step",

@@ -51,7 +51,7 @@ class Trainer:
         self.cfg, self.dry_run = cfg, dry_run
         self.startup = startup or StartupTimer()
         self.device = pick_device(device)
-        self.dist = distributed.init_distributed(cfg.system.distribute, self.device.type)
+        self.dist = distributed.init_distributed(cfg.system.distribute, self.device)
         self.run_dir = cfg.train.ckpt_save_dir
         self.main = distributed.is_main()
         resume_path = checkpoint.find_resume(cfg.model.resume, self.run_dir)
@@ -208,6 +208,9 @@ class Trainer:
         self.monitor = RunMonitor(self, writer)
         try:
             return self._fit_epochs(writer)
+        except BaseException as err:
+            self.monitor.failed(err)
+            raise
         finally:
             self.monitor.close()
 
