@@ -136,3 +136,19 @@ def test_hang_summary_names_the_rank_behind():
     assert "slow rank(s): 2 (in optimizer" in hang_summary(states, 30)
     same = {0: states[0], 1: states[1]}
     assert "every rank is in backward: a collective that never completes" in hang_summary(same, 30)
+
+
+def test_doctor_distributed_names_a_busy_port_and_a_missing_interface(monkeypatch, capsys):
+    from textdet.cli import main
+
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "ib9x")
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["doctor", "--distributed", "--nproc", "2", "--device", "cpu", "--master-port", str(port)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"master        PROBLEM\n  MASTER_PORT={port} is already in use" in out
+    assert "environment   PROBLEM\n  GLOO_SOCKET_IFNAME=ib9x names no network interface" in out
+    assert "devices       ok" in out and "doctor: 2 problem(s) to fix before torchrun" in out

@@ -143,7 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dump", metavar="DIR", help="also write the first processed training samples (.npz + .png)")
     p.add_argument("--n", type=int, default=8, help="samples to dump")
 
-    sub.add_parser("doctor", help="check the environment and say what to fix")
+    p = sub.add_parser("doctor", help="check the environment and say what to fix")
+    p.add_argument("--distributed", action="store_true", help="run the distributed pre-flight for a job about to "
+                   "start here (devices, master port, backend, pairing, environment)")
+    p.add_argument("--nproc", type=int, help="--distributed: processes per node (default: the visible devices, 2 on "
+                   "a CPU)")
+    p.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
+    p.add_argument("--master-port", type=int, default=int(os.environ.get("MASTER_PORT", "29500")))
+    p.add_argument("--device", help="--distributed: cpu, cuda, npu, xpu (default: the accelerator torch sees)")
 
     p = sub.add_parser("plot", help="draw curves.png from a run folder's metrics.jsonl")
     p.add_argument("run_dir")
@@ -312,6 +319,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    doctor = importlib.import_module("textdet.commands.doctor")
+    if args.distributed:
+        return doctor.run_distributed_doctor(args.nproc, args.master_addr, args.master_port, args.device)
+    return doctor.run_doctor()
+
+
 # Commands that only hand args to one function of their module (imported when run: torch stays out of the rest).
 LAZY = {"predict": ("deploy", "run_predict"), "export": ("deploy", "run_export"), "convert": ("convert", "run_convert"),
         "bench": ("bench", "run")}
@@ -326,4 +340,4 @@ def _lazy(name: str):
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "synth": cmd_synth, "metric": cmd_metric, "plot": cmd_plot,
             "check-data": cmd_check_data, **{name: _lazy(name) for name in LAZY},
-            "doctor": lambda args: importlib.import_module("textdet.commands.doctor").run_doctor()}
+            "doctor": cmd_doctor}
