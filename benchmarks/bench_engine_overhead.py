@@ -33,7 +33,7 @@ from textdet.engine.trainer import Trainer
 RECIPE = os.path.join(os.path.dirname(textdet.__file__), "recipes", "synthetic_dbnet_r18.yaml")
 
 
-def build_trainer(root: str, run_dir: str, width: int, size: int, batch: int) -> Trainer:
+def build_trainer(root: str, run_dir: str, width: int, size: int, batch: int, device: str = "cpu") -> Trainer:
     """The built-in recipe's DBNet-R18 at ``width`` with SGD (momentum 0.9, wd 1e-4, no bias/BN filter)."""
     opts = {
         "train.dataset.dataset_root": root,
@@ -49,7 +49,7 @@ def build_trainer(root: str, run_dir: str, width: int, size: int, batch: int) ->
         "optimizer.filter_bias_and_bn": False,
     }
     cfg = load_config(RECIPE, [f"{k}={v}" for k, v in opts.items()])
-    trainer = Trainer(cfg, device="cpu", progress=False, dry_run=True)  # dry_run: no run folder is written
+    trainer = Trainer(cfg, device=device, progress=False, dry_run=True)  # dry_run: no run folder is written
     logging.getLogger("textdet").setLevel(logging.WARNING)
     return trainer
 

@@ -15,7 +15,8 @@ import yaml
 from conftest import RECIPE, USER_CFG, tiny_overrides
 from textdet.cli import main
 from textdet.config import load_config
-from textdet.engine.trainer import Trainer, freeze_batchnorm
+from textdet.engine.finetune import freeze_batchnorm
+from textdet.engine.trainer import Trainer
 from textdet.errors import ConfigError
 
 

@@ -14,7 +14,7 @@ from textdet.config import load_config
 from textdet.data.resize import DetResize
 from textdet.engine import build
 from textdet.engine.build import build_model_from_config
-from textdet.engine.trainer import freeze_batchnorm
+from textdet.engine.finetune import freeze_batchnorm
 from textdet.errors import TextdetError
 from textdet.export import export_onnx
 from textdet.models import build_model

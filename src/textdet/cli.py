@@ -18,6 +18,8 @@ _T_MAIN = time.time()
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 BENCH_PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
+PROFILE_HELP = ("a torch.profiler trace of steps START..STOP-1 (counted from 1) into RUN_FOLDER/profile/ (opens in "
+                "TensorBoard and Perfetto); the top operators are printed")
 SYNTH_SETTINGS = {"n_train": 2000, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
 
 
@@ -45,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile: auto = when system.mode is 0 on CUDA")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--overwrite", action="store_true", help="replace another run's files in train.ckpt_save_dir")
+    p.add_argument("--profile", metavar="START:STOP", help=PROFILE_HELP)
 
     p = sub.add_parser("eval", help="evaluate a checkpoint (or an ONNX model) on the config's eval set")
     _add_config_args(p)
@@ -92,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "float32, optional DIR/shapes.json {stem: [orig_h, orig_w]} (default: maps drawn from eval GT)")
     p.add_argument("--ckpt", help="eval: checkpoint to load (default: a randomly initialised model)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--profile", metavar="START:STOP", help="train: " + PROFILE_HELP)
 
     p = sub.add_parser("synth", help="write a synthetic ICDAR2015-layout data set")
     p.add_argument("out_dir")
@@ -139,7 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dump", metavar="DIR", help="also write the first processed training samples (.npz + .png)")
     p.add_argument("--n", type=int, default=8, help="samples to dump")
 
-    sub.add_parser("doctor", help="check the environment and say what to fix")
+    p = sub.add_parser("doctor", help="check the environment and say what to fix")
+    p.add_argument("--distributed", action="store_true", help="run the distributed pre-flight for a job about to "
+                   "start here (devices, master port, backend, pairing, environment)")
+    p.add_argument("--nproc", type=int, help="--distributed: processes per node (default: the visible devices, 2 on "
+                   "a CPU)")
+    p.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
+    p.add_argument("--master-port", type=int, default=int(os.environ.get("MASTER_PORT", "29500")))
+    p.add_argument("--device", help="--distributed: cpu, cuda, npu, xpu (default: the accelerator torch sees)")
 
     p = sub.add_parser("plot", help="draw curves.png from a run folder's metrics.jsonl")
     p.add_argument("run_dir")
@@ -230,11 +241,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     startup.mark("config")
     import torch  # noqa: F401  (timed as the import stage)
 
+    from textdet.engine.profiling import parse_window
     from textdet.engine.trainer import Trainer
 
     startup.mark("imports")
+    profile_window = parse_window(args.profile) if args.profile else None
     trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
                       startup=startup, dry_run=args.dry_run, overwrite=args.overwrite, pipelines=pipelines)
+    trainer.profile_window = profile_window
     if args.dry_run:
         from textdet.engine.logs import banner
 
@@ -310,6 +324,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    doctor = importlib.import_module("textdet.commands.doctor")
+    if args.distributed:
+        return doctor.run_distributed_doctor(args.nproc, args.master_addr, args.master_port, args.device)
+    return doctor.run_doctor()
+
+
 # Commands that only hand args to one function of their module (imported when run: torch stays out of the rest).
 LAZY = {"predict": ("deploy", "run_predict"), "export": ("deploy", "run_export"), "convert": ("convert", "run_convert"),
         "bench": ("bench", "run")}
@@ -324,4 +345,4 @@ def _lazy(name: str):
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "synth": cmd_synth, "metric": cmd_metric, "plot": cmd_plot,
             "check-data": cmd_check_data, **{name: _lazy(name) for name in LAZY},
-            "doctor": lambda args: importlib.import_module("textdet.commands.doctor").run_doctor()}
+            "doctor": cmd_doctor}

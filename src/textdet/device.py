@@ -88,6 +88,11 @@ def set_device(device_type: str, index: int) -> None:
     torch.accelerator.set_device_index(index)
 
 
+def device_name(kind: str, index: int) -> str:
+    """The marketing name of accelerator ``index`` (``Ascend910A``, ``NVIDIA H100``, ...)."""
+    return torch.get_device_module(kind).get_device_name(index)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for queued work (timings); a no-op on the CPU."""
     if is_accelerator(device):

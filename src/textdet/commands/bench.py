@@ -27,6 +27,7 @@ from textdet.device import synchronize
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
 from textdet.engine.feed import Prefetcher
+from textdet.engine.profiling import StepProfiler, parse_window
 from textdet.engine.trainer import Trainer
 from textdet.errors import SampleError, TextdetError
 
@@ -46,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
         raise TextdetError(f"--maps is for `textdet bench postprocess`, not `{args.part}`")
     if getattr(args, "ckpt", None) and args.part != "eval":
         raise TextdetError(f"--ckpt is for `textdet bench eval`, not `{args.part}`")
+    if getattr(args, "profile", None):
+        if args.part != "train":
+            raise TextdetError(f"--profile is for `textdet bench train`, not `{args.part}`")
+        parse_window(args.profile)  # a bad window fails before the build
     cfg = load_config(args.config, args.opt)
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
@@ -234,11 +239,17 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     batches = Prefetcher(trainer.train_loader, trainer.feed)
     images, wait, start = 0, 0.0, time.perf_counter()
     trainer.forward_model.train()
+    profiler = None
+    if args.profile:  # steps counted from 1, warm-up steps included
+        profile_dir = os.path.join(cfg.train.ckpt_save_dir, "profile")
+        profiler = StepProfiler(parse_window(args.profile), profile_dir, 0, True, device)
     for step, batch in enumerate(itertools.islice(_endless(batches), warmup + n), 1):
         last_micro = step % trainer.accum == 0
         trainer.train_step(batch, sync=last_micro)
         if last_micro:
             trainer.optimizer_step()
+        if profiler is not None:
+            profiler.step()
         if step == warmup:
             synchronize(device)
             start = time.perf_counter()
@@ -247,10 +258,13 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
             wait += batches.wait  # seconds this step waited for its batch
     synchronize(device)
     elapsed = time.perf_counter() - start
+    if profiler is not None:
+        profiler.close()
     return {"img_per_s": images / max(elapsed, 1e-9), "step_ms": 1000 * elapsed / n,
             "data_wait_share": wait / max(elapsed, 1e-9), "steps": n, "batch_size": trainer.train_loader.batch_size,
             "num_workers": trainer.train_loader.num_workers, "device": str(device), "amp_level": trainer.amp.describe(),
-            "compiled": trainer.compiled, "image_cache": cached}
+            "compiled": trainer.compiled, "image_cache": cached,
+            **({"profile": profiler.trace_path} if profiler is not None else {})}
 
 
 # ------------------------------------------------------------------------------------------------ helpers

@@ -9,6 +9,7 @@ import platform
 import torch
 
 from textdet import device
+from textdet.engine import preflight
 
 
 def _version(module: str) -> str | None:
@@ -47,3 +48,33 @@ def run_doctor() -> int:
         print(f"{mod:<13} {_version(mod) or 'not installed (optional: ' + why + ')'}")
     print("doctor: " + ("all required pieces present" if not problems else f"{problems} required package(s) missing"))
     return 1 if problems else 0
+
+
+def run_distributed_doctor(nproc: int | None, master_addr: str, master_port: int, kind: str | None) -> int:
+    """The pre-flight that every process of a torchrun job runs, for a job about to start on this machine: one
+    line per check, the problem paragraphs where one fails; return 1 when any does."""
+    kind = kind or device.accelerator() or "cpu"
+    visible = torch.accelerator.device_count() if kind != "cpu" else 0
+    nproc = nproc or visible or 2
+    launch = preflight.Launch(0, 0, nproc, nproc, master_addr, master_port, agent_store=False)
+    physical = [preflight.physical_id(kind, i) for i in range(min(nproc, visible))]
+    held = [preflight.lock_device(kind, p) for p in physical]
+    names = {device.device_name(kind, i) for i in range(len(physical))}
+    checks = {
+        "devices": preflight.device_problems(kind, visible, None, launch),
+        "master": preflight.network_problems(launch),
+        "backend": preflight.backend_problems(device.dist_backend(kind), kind),
+        "environment": preflight.env_problems(),
+        "pairing": [p for name in names for p in preflight.pairing_problems(kind, name, physical)],
+        "free devices": [f"{kind} device {p} is held by {holder}: stop it or use other devices."
+                         for p, holder in zip(physical, held, strict=True) if holder],
+    }
+    print(f"distributed pre-flight for {nproc} process(es) on {kind}"
+          f"{f' ({visible} visible)' if kind != 'cpu' else ''}, master {master_addr}:{master_port}")
+    for name, problems in checks.items():
+        print(f"{name:<13} {'ok' if not problems else 'PROBLEM'}")
+        for problem in problems:
+            print(f"  {problem}")
+    failed = sum(len(p) for p in checks.values())
+    print("doctor: " + ("the job can start" if not failed else f"{failed} problem(s) to fix before torchrun"))
+    return 1 if failed else 0

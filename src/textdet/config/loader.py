@@ -240,6 +240,10 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
     if interval not in ("auto", "off", False) and (type(interval) is not int or interval < 0):
         raise ConfigError(f"{meta.where('train.ckpt_interval_steps')}: 'train.ckpt_interval_steps' must be a step "
                           f"count >= 0, 'auto' (every 10 minutes) or 'off', got {interval!r}")
+    timeout = cfg.train.step_timeout
+    if timeout != "auto" and (isinstance(timeout, (bool, str)) or timeout <= 0):
+        raise ConfigError(f"{meta.where('train.step_timeout')}: 'train.step_timeout' must be seconds > 0 or 'auto' "
+                          f"(10 minutes, then 20x the median step), got {timeout!r}")
 
 
 def log_level(value: str) -> int | None:

@@ -119,6 +119,9 @@ class TrainConfig:
     ema: bool = False
     ema_decay: float = 0.9999
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
+    # textdet: seconds without a finished step before the hang watchdog stops the run; auto = 600, then
+    # 20x the median step (at least 60 s) once 20 steps are known
+    step_timeout: float | str = "auto"
     targets_on_device: bool | str = "auto"  # textdet: DB maps built per batch on the device; auto = on cuda/npu/xpu
     freeze_bn: bool = False  # textdet: BatchNorms keep their running statistics (eval mode) while the rest trains
     freeze: list = field(default_factory=list)  # textdet: model parts that do not learn, e.g. [backbone]

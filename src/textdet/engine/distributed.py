@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from textdet import device
+from textdet.engine import preflight
 from textdet.errors import ConfigError
 
 
@@ -27,9 +28,9 @@ class DistInfo:
 _INFO = DistInfo()
 
 
-def init_distributed(distribute: bool, device_type: str) -> DistInfo:
-    """Join the torchrun process group when ``system.distribute`` asks for it; errors speak the user's terms
-    (the unexplained 2-card MindOCR failure is what they exist to prevent)."""
+def init_distributed(distribute: bool, device_type: str | torch.device) -> DistInfo:
+    """Join the torchrun process group when ``system.distribute`` asks for it, after the pre-flight checks; errors
+    speak the user's terms (the unexplained 2-card MindOCR failure is what they exist to prevent)."""
     global _INFO
     under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -44,8 +45,12 @@ def init_distributed(distribute: bool, device_type: str) -> DistInfo:
         raise ConfigError("system.distribute is True but the process was not started by torchrun (RANK/WORLD_SIZE "
                           "unset); launch with `torchrun --nproc_per_node=N -m textdet train -c CFG` or set -o "
                           "system.distribute=false")
+    chosen = torch.device(device_type)
+    device_type = chosen.type
     backend = device.dist_backend(device_type)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if not dist.is_initialized():
+        preflight.check(chosen, backend)
     if device_type != "cpu":
         device.set_device(device_type, local_rank)
     if not dist.is_initialized():

@@ -58,12 +58,24 @@ class DeviceInput:
 
 class Prefetcher:
     """Iterates ``loader`` yielding device batches; ``wait`` after each ``next()`` holds the seconds the loop
-    was blocked on data (the data-wait share in the logs)."""
+    was blocked on data (the data-wait share in the logs), ``copy_seconds()`` the copy time of that batch."""
 
     def __init__(self, loader: Iterable, feed: DeviceInput):
         self.loader, self.feed = loader, feed
         self.stream = device.new_stream(feed.device)
         self.wait = 0.0
+        self.copy = 0.0  # CPU: seconds of the feed (it runs inline); accelerators: timing events, read lazily
+        self.copy_events: tuple | None = None
+        self.next_copy_events: tuple | None = None
+
+    def copy_seconds(self) -> float:
+        """Seconds the yielded batch's copy took; on an accelerator its side-stream time (overlapped with compute),
+        which waits for the copy to finish: read it on sampled steps only."""
+        if self.copy_events is None:
+            return self.copy
+        start, end = self.copy_events
+        end.synchronize()
+        return start.elapsed_time(end) / 1000
 
     def _fetch(self, it: Iterator) -> tuple[dict | None, float]:
         t0 = time.perf_counter()
@@ -80,7 +92,10 @@ class Prefetcher:
                 batch, self.wait = self._fetch(it)
                 if batch is None:
                     return
-                yield self.feed(batch)
+                t0 = time.perf_counter()
+                fed = self.feed(batch)
+                self.copy = time.perf_counter() - t0
+                yield fed
         batch, wait = self._fetch(it)
         nxt = self._to_device(batch)
         while nxt is not None:
@@ -91,6 +106,7 @@ class Prefetcher:
                 if torch.is_tensor(v) and v.device.type != "cpu":
                     v.record_stream(compute)
             self.wait = wait
+            self.copy_events = self.next_copy_events
             batch, wait = self._fetch(it)  # overlaps with the compute of `current`
             nxt = self._to_device(batch)
             yield current
@@ -98,5 +114,11 @@ class Prefetcher:
     def _to_device(self, batch: dict | None) -> dict | None:
         if batch is None:
             return None
+        start = torch.Event(self.feed.device, enable_timing=True)
+        end = torch.Event(self.feed.device, enable_timing=True)
+        start.record(self.stream)
         with device.use_stream(self.stream):
-            return self.feed(batch)
+            fed = self.feed(batch)
+        end.record(self.stream)
+        self.next_copy_events = (start, end)
+        return fed

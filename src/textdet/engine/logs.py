@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import torch
 
 from textdet.config import Config
+from textdet.engine.phases import PHASES, phase_advice
+from textdet.engine.tboard import truncate_events
 
 LOGGER_NAME = "textdet"
 
@@ -37,25 +39,37 @@ def setup_logging(run_dir: str | None, main_process: bool, level: int = logging.
 
 
 class MetricsWriter:
-    """One JSON object per epoch in ``metrics.jsonl``, mirrored to TensorBoard when it is installed."""
+    """One JSON object per epoch in ``metrics.jsonl``, mirrored to TensorBoard when it is installed, where every
+    scalar's x axis is the optimizer step (per-step scalars every ``log_interval``, epoch records at the epoch's
+    last step). ``resumed_step``: events after that step, written before a resume, are removed first."""
 
-    def __init__(self, run_dir: str, tensorboard: bool = True):
+    def __init__(self, run_dir: str, tensorboard: bool = True, resumed_step: int | None = None):
         self.path = os.path.join(run_dir, "metrics.jsonl")
         self.tb = None
         if tensorboard:
-            with contextlib.suppress(Exception):  # tensorboard not installed: the jsonl file is the record
+            with contextlib.suppress(ImportError):  # tensorboard not installed: the jsonl file is the record
                 from torch.utils.tensorboard import SummaryWriter  # optional extra
 
-                self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"))
+                tb_dir = os.path.join(run_dir, "tensorboard")
+                if resumed_step is not None:
+                    truncate_events(tb_dir, resumed_step)
+                self.tb = SummaryWriter(tb_dir)
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict, step: int) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        if self.tb is not None:
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k != "epoch":
-                    self.tb.add_scalar(k, v, record["epoch"])
-            self.tb.flush()
+        self.write_scalars(record, step)
+
+    def write_scalars(self, scalars: dict, step: int, prefix: str = "") -> None:
+        """Numbers (and one level of nested dicts, as ``phase_ms/forward``) to TensorBoard at ``step``."""
+        if self.tb is None:
+            return
+        for key, value in scalars.items():
+            if isinstance(value, dict):
+                self.write_scalars(value, step, f"{prefix}{key}/")
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.tb.add_scalar(prefix + key, value, step)
+        self.tb.flush()
 
     def close(self) -> None:
         if self.tb is not None:
@@ -133,8 +147,19 @@ def banner(t) -> str:
     return f"\n{line}\n{body}\n{line}\n{'Start training... (The first epoch takes longer, please wait...)'}"
 
 
-def throughput_verdict(summary: dict, cfg: Config, batch_size: int) -> str:
-    """Input-bound or compute-bound, with the figures behind it and what to change."""
+def throughput_verdict(summary: dict, cfg: Config, batch_size: int, phases: dict | None = None) -> str:
+    """Input-bound or compute-bound, with the figures behind it and what to change; ``phases`` (the epoch's mean
+    sampled step, seconds per phase) adds what its largest phases suggest."""
+    verdict = _bound_verdict(summary, cfg, batch_size)
+    advice = phase_advice(phases) if phases else []
+    if phases:
+        total = sum(phases.values())
+        shares = ", ".join(f"{name} {100 * phases[name] / max(total, 1e-12):.0f}%" for name in PHASES)
+        verdict += f"\n  sampled step: {shares}"
+    return verdict + "".join(f"\n  - {line}" for line in advice)
+
+
+def _bound_verdict(summary: dict, cfg: Config, batch_size: int) -> str:
     elapsed, wait = summary["time"], summary["data_wait_s"]
     images = summary["img_per_s"] * elapsed
     share = summary["data_wait_share"]

@@ -12,7 +12,7 @@ from textdet.errors import ConfigError
 
 # What a run leaves: checkpoints and metrics mark "another run"; logs alone are a run killed at start-up.
 _RESULTS = re.compile(r"(metrics\.jsonl|train_resume\.ckpt|best\.ckpt|e\d+\.ckpt)$")
-_TRACES = ("train.log", "startup.json", "train_config.yaml", "tensorboard")
+_TRACES = ("train.log", "startup.json", "train_config.yaml", "tensorboard", "profile")
 
 
 def prepare_run_dir(run_dir: str, resuming: bool, overwrite: bool = False) -> None:

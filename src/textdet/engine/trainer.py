@@ -23,8 +23,11 @@ from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import Evaluator, progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
+from textdet.engine.finetune import freeze_parts, keep_frozen_in_eval_mode
 from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
+from textdet.engine.monitor import RunMonitor
 from textdet.engine.optim import build_optimizer_in_background
+from textdet.engine.phases import StepPhases, phase_ms
 from textdet.engine.resume import RunShape, continue_at
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
@@ -40,31 +43,6 @@ class TrainingDiverged(TextdetError):
     """Too many consecutive optimizer steps with a non-finite loss or gradients."""
 
 
-def freeze_batchnorm(model: nn.Module) -> None:
-    """Every BatchNorm normalises with, and keeps, its running statistics; its scale and shift still learn.
-
-    Fine-tuning an imported detector needs this: its BatchNorms hold the statistics of the data it was trained on
-    (or, where the export folded them into convolutions, an identity), and batch statistics of a few crops compute
-    another function from the first step on (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
-    """
-    for module in model.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
-            module.eval()
-
-
-def freeze_parts(model: nn.Module, parts: list[str]) -> None:
-    """``train.freeze``: the parameters of these top-level parts (backbone, neck, head) do not learn.
-
-    A frozen backbone runs forward only (no activations kept for a backward pass): fine-tuning on a CPU takes
-    2.0x to 2.7x more crops a minute on a CPU (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
-    """
-    children = dict(model.named_children())
-    for part in parts:
-        if part not in children:
-            raise ConfigError(f"train.freeze: {part!r} is not a part of the model; parts: {', '.join(children)}")
-        children[part].requires_grad_(False)
-
-
 class Trainer:
     """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains. ``compile``:
     auto/on/off; ``progress`` None: when stdout is a TTY; ``pipelines``: what ``validate`` returned, None validates."""
@@ -75,7 +53,7 @@ class Trainer:
         self.cfg, self.dry_run = cfg, dry_run
         self.startup = startup or StartupTimer()
         self.device = pick_device(device)
-        self.dist = distributed.init_distributed(cfg.system.distribute, self.device.type)
+        self.dist = distributed.init_distributed(cfg.system.distribute, self.device)
         self.run_dir = cfg.train.ckpt_save_dir
         self.main = distributed.is_main()
         resume_path = checkpoint.find_resume(cfg.model.resume, self.run_dir)
@@ -102,6 +80,9 @@ class Trainer:
         if resume_path:
             self._resume(resume_path)
         self.feed = DeviceInput(self.device, self.normalize, channels_last=True, targets=self.targets)
+        self.phases = StepPhases(self.device)
+        self.profile_window: tuple[int, int] | None = None  # --profile START:STOP
+        self.resumed_step = self.global_step if resume_path else None
         self.evaluator = None
         if self.evaluate_enabled:
             eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
@@ -231,20 +212,31 @@ class Trainer:
     # ----------------------------------------------------------------------------------------- the loop
     def fit(self) -> dict:
         cfg = self.cfg
-        E = cfg.scheduler.num_epochs
         if self.main:
             os.makedirs(self.run_dir, exist_ok=True)
             dump_yaml(cfg, os.path.join(self.run_dir, "train_config.yaml"))
             logger.info(banner(self))
-        writer = MetricsWriter(self.run_dir) if self.main else None
+        writer = MetricsWriter(self.run_dir, resumed_step=self.resumed_step) if self.main else None
+        self.monitor = RunMonitor(self, writer)
+        try:
+            return self._fit_epochs(writer)
+        except BaseException as err:
+            self.monitor.failed(err)
+            raise
+        finally:
+            self.monitor.close()
+
+    def _fit_epochs(self, writer: MetricsWriter | None) -> dict:
+        E = self.cfg.scheduler.num_epochs
         last: dict = {}
         for epoch in range(self.epoch, E):
             stats = self.train_one_epoch(epoch, E)
             summary = stats.summary()
+            phases = self.phases.take_epoch()
             record = {"epoch": epoch + 1, **{k: summary[k] for k in stats.terms}, "lr": self.schedule(
                 max(self.global_step - 1, 0)), "epoch_time": summary["time"], "img_per_s": summary["img_per_s"],
                 "data_wait_share": summary["data_wait_share"], "step_ms": summary["step_ms"],
-                "skipped_steps": stats.bad // self.accum}
+                "skipped_steps": stats.bad // self.accum, **({"phase_ms": phase_ms(phases)} if phases else {})}
             logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: %.2f "
                         "img/s, data wait: %.1f%%, skipped steps (non-finite): %d", epoch + 1, E,
                         record.get("loss", float("nan")), summary["time"], summary["step_ms"], summary["img_per_s"],
@@ -252,12 +244,18 @@ class Trainer:
             if epoch == self.epoch:
                 self._report_compile(summary, stats.steps)
             if epoch == self.epoch or epoch + 1 == E:
-                logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size))
-            perf = self._maybe_evaluate(epoch + 1)
+                logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size, phases))
+            with self.monitor.timed("evaluation"):
+                perf = self._maybe_evaluate(epoch + 1)
+            self.monitor.eta.last_eval_s = perf.get("eval_time", self.monitor.eta.last_eval_s)
             record.update(perf)
             if writer:  # before the checkpoint: a kill in between leaves a record that resume trims
-                writer.write(record)
-            self._save(epoch + 1, perf.get(self.indicator), record.get("loss"))
+                writer.write(record, self.global_step)
+            with self.monitor.timed("checkpoint") as saving:
+                self._save(epoch + 1, perf.get(self.indicator), record.get("loss"))
+            logger.info("checkpoints written in %.3f s", saving["seconds"])
+            if writer:
+                writer.write_scalars({"ckpt_time": saving["seconds"]}, self.global_step)
             last = record
         if writer:  # rank 0 only
             writer.close()
@@ -271,10 +269,7 @@ class Trainer:
         self.train_loader.sampler.set_epoch(epoch, skip=start * self.train_loader.batch_size * self.dist.world_size)
         source, self._early_iter = (self._early_iter if epoch == 0 else None) or self.train_loader, None
         self.forward_model.train()
-        if cfg.train.freeze_bn:
-            freeze_batchnorm(self.model)
-        for part in cfg.train.freeze:  # a frozen part keeps its BatchNorm statistics too
-            getattr(self.model, part).eval()
+        keep_frozen_in_eval_mode(self.model, cfg.train.freeze_bn, cfg.train.freeze)
         stats, window = EpochStats(), EpochStats()
         steps = self.steps_per_epoch
         bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
@@ -283,6 +278,7 @@ class Trainer:
         usable = self.opt_steps_per_epoch * self.accum  # a trailing partial accumulation is not stepped
         pending: list = []  # (losses, images, wait) of this accumulation window, counted once it is stepped
         self.model.zero_grad(set_to_none=True)  # not the optimizer's: it may still be in the making
+        self.monitor.epoch_begins()
         for i, batch in enumerate(batches, start):
             if i >= usable:
                 break
@@ -291,8 +287,10 @@ class Trainer:
                 self.startup.total("total_to_first_batch")
             skipped += batch.get("_skipped", 0)
             last_micro = (i + 1) % self.accum == 0
+            self.monitor.before_step(i)
             pending.append((self.train_step(batch, sync=last_micro), batch["image"].shape[0], batches.wait))
             if last_micro:
+                self.phases.enter("optimizer")
                 bad = self.optimizer_step()
                 for item in pending:
                     stats.add(*item, bad=bad)
@@ -302,9 +300,12 @@ class Trainer:
                     self._check_bad_run(epoch, i + 1)
                 elif i + 1 < usable and checkpoint.resume_due(cfg.train.ckpt_interval_steps, self.global_step,
                                                    time.perf_counter() - self.last_save_t):
-                    self._save_resume(epoch, i + 1)
+                    with self.monitor.timed("checkpoint"):
+                        self._save_resume(epoch, i + 1)
+            self.monitor.after_step(batches, window_done=last_micro)
             if epoch == self.epoch and i == start:
                 self._first_step_done()
+            bar.set_postfix_str(self.monitor.bar_text(epoch, i + 1), refresh=False)
             bar.update(1)
             if (i + 1) % cfg.system.log_interval == 0:
                 self._log_window(window, epoch, num_epochs, i + 1, steps)
@@ -319,9 +320,12 @@ class Trainer:
         """Forward, loss and backward of one micro-batch; gradients are synced only on the last one."""
         no_sync = self.forward_model.no_sync if (self.dist.enabled and not sync) else contextlib.nullcontext
         with no_sync():
+            self.phases.enter("forward")
             with self.amp.context():
                 preds = self.forward_model(batch["image"])
+            self.phases.enter("loss")
             losses = self.loss_fn(preds, **{k: batch[k] for k in LOSS_COLUMNS if k in batch})
+            self.phases.enter("backward")
             self.scaler.scale_loss(losses["loss"] / self.accum).backward()
         return losses
 
@@ -386,18 +390,29 @@ class Trainer:
     def _log_window(self, window: EpochStats, epoch: int, E: int, step: int, S: int) -> None:
         s = window.summary()
         wait_ms = 1000 * s["data_wait_s"] / max(window.steps, 1)
+        lr = self.schedule(max(self.global_step - 1, 0))
         logger.info(
             "epoch: [%d/%d] step: [%d/%d], loss: %.6f, lr: %.6f, per step time: %.3f ms, fps per card: %.2f img/s, "
-            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data), skipped steps: %d", epoch + 1, E, step,
-            S, s.get("loss", float("nan")), self.schedule(max(self.global_step - 1, 0)), s["step_ms"], s["img_per_s"],
-            wait_ms, s["step_ms"] - wait_ms, 100 * s["data_wait_share"], window.bad // self.accum)
+            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data), skipped steps: %d, %s", epoch + 1, E,
+            step, S, s.get("loss", float("nan")), lr, s["step_ms"], s["img_per_s"], wait_ms, s["step_ms"] - wait_ms,
+            100 * s["data_wait_share"], window.bad // self.accum, self.monitor.step_line_tail(epoch, step))
+        scalars = {k: s[k] for k in window.terms}
+        scalars.update(lr=lr, img_per_s=s["img_per_s"], data_wait_share=s["data_wait_share"],
+                       loss_scale=self.scaler.scale, skipped_steps=window.bad // self.accum)
+        self.monitor.step_scalars(scalars, self.global_step)
 
     def eval_model(self) -> nn.Module:
         return self.ema.module if self.ema is not None else self.model
 
-    def _maybe_evaluate(self, epoch: int) -> dict:
+    def eval_due(self, epoch: int) -> bool:
+        """Whether (1-based) ``epoch`` ends with an evaluation."""
         s = self.cfg.system
-        if self.evaluator is None or epoch < s.val_start_epoch or (epoch - s.val_start_epoch) % s.val_interval:
+        if self.evaluator is None or epoch < s.val_start_epoch:
+            return False
+        return (epoch - s.val_start_epoch) % s.val_interval == 0
+
+    def _maybe_evaluate(self, epoch: int) -> dict:
+        if not self.eval_due(epoch):
             return {}
         t0 = time.perf_counter()
         perf = self.evaluator.run(self.eval_model())
