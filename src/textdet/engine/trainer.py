@@ -135,9 +135,9 @@ class Trainer:
                 "epoch: no optimizer step would happen; lower it or the batch size")
         self.opt_steps_per_epoch = self.steps_per_epoch // self.accum
         sc, oc = cfg.scheduler, cfg.optimizer
-        self.schedule = LRSchedule(sc.scheduler, sc.lr, self.opt_steps_per_epoch, sc.num_epochs, sc.warmup_epochs,
+        self.schedule = LRSchedule(sc.scheduler, sc.lr, self.steps_per_epoch, sc.num_epochs, sc.warmup_epochs,
                                    sc.warmup_factor, sc.min_lr, sc.decay_epochs, sc.decay_rate, sc.milestones,
-                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair)
+                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair, self.accum)
         for w in self.schedule.warnings():
             logger.warning(w)
         self._optimizer = build_optimizer_in_background(model, oc.opt, sc.lr, oc.weight_decay, oc.momentum,
