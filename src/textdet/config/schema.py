@@ -117,6 +117,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     ema: bool = False
     ema_decay: float = 0.9999
+    ema_resume: str = "keep"  # textdet: keep = EMA state restored on resume; reset = MindOCR's (EMA restarts)
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
     targets_on_device: bool | str = "auto"  # textdet: DB maps built per batch on the device; auto = on cuda/npu/xpu
     pred_cast_fp32: bool | None = None

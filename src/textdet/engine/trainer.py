@@ -183,6 +183,8 @@ class Trainer:
                           ("epoch_ckpts", self.epoch_ckpts)):
             if part is not None and ck.get(key):
                 part.load_state_dict(ck[key])
+        if self.ema is not None and self.cfg.train.ema_resume == "reset":  # MindOCR: EMA rebuilt, 0 updates
+            self.ema = ModelEMA(self.model, self.cfg.train.ema_decay)
         self.epoch, self.step_in_epoch = int(ck.get("epoch", 0)), int(ck.get("step_in_epoch", 0))
         self.global_step, self.best = int(ck.get("step", 0)), float(ck.get("best_metric", -math.inf))
         if "rng" in ck:
