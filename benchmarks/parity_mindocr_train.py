@@ -19,6 +19,9 @@ optimizer and schedule: Adam, warmup_cosine_decay lr 0.001 -> 1e-5). Per step: t
 The network: the user's DBNet-ResNet-50 layout (Bottleneck blocks 3-4-6-3, DBFPN, DBHead k 50, no bias) at
 ``--width`` stem channels (64 real, 8 here) and ``--neck`` FPN channels (256 real, 32 here) so that 4 cases x
 20 steps x 2 frameworks run in minutes on 2 CPU cores; ``--width 64 --neck 256`` is the real size.
+``--crop`` (default 640, the user's) sets RandomCropWithBBox's size; ``--pretrain N`` (default 20) trains the
+network N Adam steps in textdet before MindSpore writes the checkpoint (0: MindOCR's random init, whose ResNet-50
+in training mode is badly conditioned: its fp32 loss is 0.7% off its own fp64 loss).
 ``--steps-per-epoch`` (default 1012: the user's 1012 training images at batch 1) sets where warm-up ends; the
 user's run is then all warm-up (warmup_epochs 3 > num_epochs 1) and the LR stays below 5e-5 for 20 steps, so
 ``--steps-per-epoch 4 --num-epochs 10`` is the stress run: warm-up done after 12 micro-batches, then decay.
@@ -131,7 +134,8 @@ def overrides(args: argparse.Namespace, case: dict, data_root: str, run_dir: str
             "model.backbone.pretrained": False, "model.resume": False, "train.ckpt_save_dir": run_dir,
             "model.backbone.width": args.width, "model.neck.out_channels": args.neck, "model.head.step": head_step,
             "train.loader.num_workers": 0, "system.val_while_train": False,
-            "scheduler.num_epochs": args.num_epochs, **case}
+            "scheduler.num_epochs": args.num_epochs,
+            "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size": f"[{args.crop}, {args.crop}]", **case}
     return [f"{key}={value:.10e}" if isinstance(value, float) else f"{key}={value}" for key, value in opts.items()]
 
 
@@ -206,11 +210,11 @@ def run_mindspore(cfg: addict.Dict, ckpt: str, batches: list[dict], steps_per_ep
     for index, batch in enumerate(batches):
         inputs = [ms.Tensor(batch[key]) for key in ("image", *LOSS_COLUMNS)]
         window.append(mindspore_terms(net, loss_fn, inputs))
-        lr_index = int(optimizer.global_step.asnumpy().reshape(-1)[0])
+        lr_index = int(optimizer.global_step.asnumpy().reshape(-1)[0])  # the LR an update in this call takes
         loss, _, _ = step_cell(*inputs)
         window[-1]["step_loss"] = float(loss.asnumpy())
         if (index + 1) % accum == 0:
-            record = {"terms": window, "lr": float(lrs[lr_index + accum - 1]), "state": mindspore_state(net)}
+            record = {"terms": window, "lr": float(lrs[lr_index]), "state": mindspore_state(net)}
             if ema is not None:
                 record["ema"] = ema_state(ema)
             records.append(record)
@@ -254,11 +258,12 @@ def run_textdet(cfg, ckpt: str, batches: list[dict], steps_per_epoch: int, dtype
         if last_micro:
             lr = trainer.schedule(trainer.global_step)
             trainer.optimizer_step()
-            state = {k: v.detach().double().numpy() for k, v in trainer.model.state_dict().items()
-                     if not k.endswith("num_batches_tracked")}
+            state = {k: v.detach().double().clone().numpy() for k, v in trainer.model.state_dict().items()
+                     if not k.endswith("num_batches_tracked")}  # clone: a float64 model's .double() is itself
             record = {"terms": window, "lr": lr, "state": state}
             if trainer.ema is not None:
-                record["ema"] = {k: v.detach().double().numpy() for k, v in trainer.ema.module.state_dict().items()
+                ema_state_dict = trainer.ema.module.state_dict()
+                record["ema"] = {k: v.detach().double().clone().numpy() for k, v in ema_state_dict.items()
                                  if not k.endswith("num_batches_tracked")}
             records.append(record)
             window = []
@@ -302,8 +307,7 @@ def compare(ms_records: list[dict], td_records: list[dict], verbose: bool, label
 
 def pretrain(cfg, steps: int, seed: int) -> dict[str, torch.Tensor]:
     """textdet's model of the config after ``steps`` Adam steps (lr 1e-3) on the user's pipeline (other crops than
-    the compared batches): a random-init ResNet-50 in training mode is badly conditioned (its fp32 loss is 0.7%
-    off its own fp64 loss), a user's checkpoint is trained."""
+    the compared batches): a user's checkpoint is trained, not MindOCR's random init."""
     torch.manual_seed(seed)
     model = build_model_from_config(cfg, pretrained_backbone=False).train()
     loss_fn = build_loss_from_config(cfg)
@@ -338,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps-per-epoch", type=int, default=1012, help="MindOCR's loader length")
     parser.add_argument("--num-epochs", type=int, default=1, help="scheduler.num_epochs (the user's: 1)")
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "textdet_parity_train_synth"))
+    parser.add_argument("--crop", type=int, default=640, help="RandomCropWithBBox size (the user's: 640)")
     parser.add_argument("--no-paper", action="store_true", help="skip the run with textdet's default head")
     parser.add_argument("--pretrain", type=int, default=20,
                         help="textdet Adam steps before the checkpoint is written (0: MindOCR's random init)")
@@ -388,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(results: dict, args: argparse.Namespace) -> None:
-    print(f"\n{args.steps} updates, ResNet-50 layout at width {args.width}, DBFPN {args.neck}; "
+    print(f"\n{args.steps} updates, ResNet-50 layout at width {args.width}, DBFPN {args.neck}, crop {args.crop}; "
           f"steps/epoch {args.steps_per_epoch}, num_epochs {args.num_epochs}. Each cell: max loss rel diff / "
           "max LR abs diff / max weight abs diff / BN statistics max rel diff, over all updates")
     print("| case | MindOCR vs textdet fp32 | textdet fp32 vs fp64 (our floor) | MindOCR fp32 vs textdet fp64 | "

@@ -39,8 +39,8 @@ def test_schedule_equals_mindocr(case):
 
 
 def test_accumulation_takes_the_last_micro_batch_lr():
-    # 4 micro-batches an epoch, accumulation 2: update k steps at micro-batch 2k + 1, as MindSpore's optimizer
-    # does (the first micro-batch of a window only advances its global_step)
+    # 4 micro-batches an epoch, accumulation 2: update k takes micro-batch 2k + 1's LR, as MindOCR's
+    # TrainOneStepWrapper intends (it calls get_lr() on the window's first micro-batch to advance global_step)
     schedule = LRSchedule("polynomial_decay", 0.01, 4, 3, warmup_epochs=1, accumulation=2)
     assert [schedule.micro_step(update) for update in range(5)] == [1, 3, 5, 7, 9]
     assert schedule(0) == pytest.approx(0.01 * 1 / 4)
