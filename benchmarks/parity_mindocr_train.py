@@ -283,7 +283,7 @@ def compare(ms_records: list[dict], td_records: list[dict], verbose: bool, label
     """Per update: loss terms' relative differences, LR difference, max |weight diff| (and EMA's)."""
     loss_rel, lr_abs, weight_abs, bn_rel = 0.0, 0.0, 0.0, 0.0
     if verbose:
-        print(f"\n{label}: update | MindOCR loss (prob, thresh, binary) | rel diff of each | lr MindOCR | "
+        print(f"\n{label}: update | loss of the first (prob, thresh, binary) | rel diff of each | lr of the first | "
               "|lr diff| | max |weight diff| | BN statistics max rel diff", flush=True)
     for update, (m, t) in enumerate(zip(ms_records, td_records, strict=True)):
         rels = []
