@@ -10,6 +10,7 @@ import os
 import pytest
 
 from textdet.engine.schedule import LRSchedule
+from textdet.errors import ConfigError
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "mindocr_schedules.json")
 CASES = json.load(open(FIXTURE))["cases"]
@@ -48,3 +49,8 @@ def test_accumulation_takes_the_last_micro_batch_lr():
     # 5 micro-batches an epoch: the odd one is dropped, the next epoch's updates start at micro-batch 5
     odd = LRSchedule("constant", 0.01, 5, 3, accumulation=2)
     assert [odd.micro_step(update) for update in range(4)] == [1, 3, 6, 8]
+
+
+def test_step_decay_needs_positive_decay_epochs():
+    with pytest.raises(ConfigError, match="scheduler.decay_epochs must be > 0 for step_decay"):
+        LRSchedule("step_decay", 0.01, 4, 3, decay_epochs=0)

@@ -9,6 +9,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 
 from textdet.config.components import lookup
+from textdet.errors import ConfigError
 
 
 def _epochs(step: int, per_epoch: int, stair: bool) -> float:  # whole with lr_epoch_stair, else fractional
@@ -56,6 +57,9 @@ class LRSchedule:
                  milestones: Sequence[float] = (), num_cycles: int = 1, cycle_decay: float = 1.0,
                  lr_epoch_stair: bool = False, accumulation: int = 1):
         self.fn = lookup(SCHEDULES, scheduler, "scheduler.scheduler", "scheduler")
+        if scheduler == "step_decay" and decay_epochs <= 0:
+            raise ConfigError(f"scheduler.decay_epochs must be > 0 for step_decay (epochs between decays), "
+                              f"got {decay_epochs}")
         self.name, self.lr, self.num_epochs = scheduler, float(lr), num_epochs
         self.steps_per_epoch, self.accumulation = max(int(steps_per_epoch), 1), max(int(accumulation), 1)
         self.warmup_epochs, self.warmup_factor = float(warmup_epochs), warmup_factor
