@@ -34,6 +34,11 @@ Run in a MindOCR environment outside the repository (never in CI), from the repo
     ~/venvs/mindocr/bin/pip install "shapely>=2" "pillow>=10.1"    # a second step, as pip requires
     OMP_NUM_THREADS=1 PYTHONPATH=src ~/venvs/mindocr/bin/python benchmarks/parity_mindocr.py  # the table
 
+Training, step by step against MindOCR's own training step (benchmarks/parity_mindocr_train.py: the cases
+``sgd``, ``accum2``, ``ema``, ``adam_cosine``; its options follow ``--train``):
+
+    OMP_NUM_THREADS=2 PYTHONPATH=src ~/venvs/mindocr/bin/python benchmarks/parity_mindocr.py --train [--json]
+
 Other runs (same interpreter):
 
     PYTHONPATH=src python benchmarks/parity_mindocr.py --input noise     # trained weights on N(0, 1)
@@ -252,6 +257,10 @@ def compare(cfg_path: str, args: argparse.Namespace) -> dict:
 
 
 def main() -> int:
+    if "--train" in sys.argv[1:]:  # the training comparison: its own options (benchmarks/parity_mindocr_train.py)
+        import parity_mindocr_train
+
+        return parity_mindocr_train.main([arg for arg in sys.argv[1:] if arg != "--train"])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", default=CONFIGS)
     parser.add_argument("--weights", choices=("trained", "random", "init"), default="trained")

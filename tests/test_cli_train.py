@@ -167,6 +167,12 @@ def test_ema_is_what_best_ckpt_holds(synth_root, tmp_path):
     assert not torch.equal(ema[key], raw[key])
     for k in best:
         assert torch.equal(best[k], ema[k])
+    # resuming: the EMA state comes back (default), or restarts from the weights as MindOCR's does (reset)
+    for mode, updates, source in (("keep", 6, ema), ("reset", 0, raw)):
+        more = {"train.ema": True, "train.ema_decay": 0.9, "model.resume": True, "train.ema_resume": mode}
+        resumed = _trainer(more, synth_root, run)
+        assert resumed.ema.updates == updates
+        torch.testing.assert_close(resumed.ema.module.state_dict()[key], source[key])
 
 
 def test_dry_run_console_script(synth_root, tmp_path):

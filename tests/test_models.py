@@ -134,6 +134,23 @@ def test_head_k_and_adaptive_flags():
     torch.testing.assert_close(out["thresh_binary"], torch.sigmoid(10 * (out["binary"] - out["thresh"])))
 
 
+def test_head_step_mindocr_is_sigmoid_of_kp_minus_t():
+    """``model.head.step: mindocr``: B = sigmoid(k P - T) as MindOCR's DBHead. With the segm logits 0 and the
+    thresh logits 0, P = T = 0.5: the paper's B is sigmoid(0) = 0.5, MindOCR's sigmoid(25 - 0.5) = 1 - 2.3e-11."""
+    paper = DBHead(32, k=50).train()
+    mindocr = DBHead(32, k=50, step="mindocr").train()
+    for head in (paper, mindocr):
+        for branch in (head.segm, head.thresh):
+            torch.nn.init.zeros_(branch[-1].weight)
+            torch.nn.init.zeros_(branch[-1].bias)
+    features = torch.randn(1, 32, 4, 4)
+    assert torch.all(paper(features)["thresh_binary"] == 0.5)
+    expected = torch.full((1, 1, 16, 16), 1 / (1 + math.exp(-24.5)))
+    torch.testing.assert_close(mindocr(features)["thresh_binary"], expected)
+    with pytest.raises(ConfigError, match=r"model\.head \(DBHead\).*step must be one of paper, mindocr"):
+        build_model({"name": "det_resnet18", "width": 8}, USER_NECK, {**USER_HEAD, "step": "MindOCR"})
+
+
 def test_db_init():
     head = DBHead(32)
     bn = head.segm[1]

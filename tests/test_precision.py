@@ -18,8 +18,8 @@ from conftest import RECIPE, tiny_overrides
 from textdet import device
 from textdet.config import load_config
 from textdet.engine.amp import amp_settings
-from textdet.engine.trainer import Trainer, TrainingDiverged
-from textdet.errors import TextdetError
+from textdet.engine.trainer import Trainer
+from textdet.errors import TextdetError, TrainingDiverged
 
 GPU_CHECK = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "gpu_check.py")
 

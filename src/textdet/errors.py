@@ -17,3 +17,7 @@ class DataError(TextdetError):
 
 class SampleError(DataError):
     """One sample cannot be turned into training data; the loader skips it with a warning."""
+
+
+class TrainingDiverged(TextdetError):
+    """Too many consecutive optimizer steps with a non-finite loss or gradients."""

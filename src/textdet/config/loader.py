@@ -215,6 +215,7 @@ _CHOICES = {
     "system.ckpt_save_policy": ("top_k", "latest_k", None),
     "loss_scaler.type": ("static", "dynamic"),
     "model.type": ("det",),
+    "train.ema_resume": ("keep", "reset"),
     **dict.fromkeys(("train.dataset.cache_images", "eval.dataset.cache_images"), (True, False, "auto")),
 }
 _AT_LEAST = {

@@ -118,6 +118,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     ema: bool = False
     ema_decay: float = 0.9999
+    ema_resume: str = "keep"  # textdet: keep = EMA state restored on resume; reset = MindOCR's (EMA restarts)
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
     # textdet: seconds without a finished step before the hang watchdog stops the run; auto = 600, then
     # 20x the median step (at least 60 s) once 20 steps are known

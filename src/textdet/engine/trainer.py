@@ -33,14 +33,10 @@ from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
 from textdet.engine.validate import LOSS_COLUMNS, train_splits, validate
-from textdet.errors import ConfigError, TextdetError
+from textdet.errors import ConfigError, TrainingDiverged
 from textdet.models import count_parameters
 
 logger = logging.getLogger("textdet")
-
-
-class TrainingDiverged(TextdetError):
-    """Too many consecutive optimizer steps with a non-finite loss or gradients."""
 
 
 class Trainer:
@@ -144,9 +140,9 @@ class Trainer:
                 "epoch: no optimizer step would happen; lower it or the batch size")
         self.opt_steps_per_epoch = self.steps_per_epoch // self.accum
         sc, oc = cfg.scheduler, cfg.optimizer
-        self.schedule = LRSchedule(sc.scheduler, sc.lr, self.opt_steps_per_epoch, sc.num_epochs, sc.warmup_epochs,
+        self.schedule = LRSchedule(sc.scheduler, sc.lr, self.steps_per_epoch, sc.num_epochs, sc.warmup_epochs,
                                    sc.warmup_factor, sc.min_lr, sc.decay_epochs, sc.decay_rate, sc.milestones,
-                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair)
+                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair, self.accum)
         for w in self.schedule.warnings():
             logger.warning(w)
         self._optimizer = build_optimizer_in_background(model, oc.opt, sc.lr, oc.weight_decay, oc.momentum,
@@ -193,6 +189,8 @@ class Trainer:
                           ("epoch_ckpts", self.epoch_ckpts)):
             if part is not None and ck.get(key):
                 part.load_state_dict(ck[key])
+        if self.ema is not None and self.cfg.train.ema_resume == "reset":  # MindOCR: EMA rebuilt, 0 updates
+            self.ema = ModelEMA(self.model, self.cfg.train.ema_decay)
         position = continue_at(ck, self.run_shape(), self.opt_steps_per_epoch, path)
         self.epoch, self.step_in_epoch, self.global_step = position.epoch, position.step_in_epoch, position.global_step
         self.best = float(ck.get("best_metric", -math.inf))

@@ -19,14 +19,14 @@ _BISECT_STEPS = 31
 
 
 def _as_nhw(x: Tensor, name: str, shape: torch.Size) -> Tensor:
-    """Return ``x`` as fp32 (N, H, W); accepts (N, 1, H, W) or (N, H, W) matching ``shape`` (N, H, W)."""
+    """Return ``x`` as fp32, or fp64 if it is (N, H, W); accepts (N, 1, H, W) or (N, H, W) matching ``shape``."""
     if not isinstance(x, Tensor):
         raise TypeError(f"DBLoss: {name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() == 4 and x.shape[1] == 1:
         x = x[:, 0]
     if x.shape != shape:
         raise ValueError(f"DBLoss: {name} must have shape (N,1,H,W) or (N,H,W) = {tuple(shape)}, got {tuple(x.shape)}")
-    return x.float()
+    return x.to(torch.promote_types(x.dtype, torch.float32))  # float64 stays: the parity checks' exact reference
 
 
 def dice_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) -> Tensor:

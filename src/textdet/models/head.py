@@ -19,17 +19,20 @@ def _branch(in_channels: int, bias: bool) -> nn.Sequential:
 class DBHead(nn.Module):
     """DBNet's head (MindOCR ``DBHead``): branches ``segm`` (P) and ``thresh`` (T); B = sigmoid(k (P - T)).
 
-    Sigmoids and B run in float32 (half precision saturates P and breaks BCE/OHEM); B follows the paper, not
-    MindOCR's ``sigmoid(k * P - T)``. Init and reasons: docs/DESIGN_NOTES.md. ``adaptive=False``: P only.
+    Sigmoids and B run in float32 (half precision saturates P and breaks BCE/OHEM). ``step="mindocr"``: MindOCR's
+    B = sigmoid(k * P - T), to train as MindOCR does. Init, reasons: docs/DESIGN_NOTES.md. ``adaptive=False``: P only.
     Shapes: (N, in_channels, H/4, W/4) -> training {"binary", "binary_logits", "thresh", "thresh_binary"}
     (T, B when adaptive), each (N, 1, H, W); eval {"binary"}. P, T, B float32; logits in the compute dtype.
     """
 
-    def __init__(self, in_channels: int, k: float = 50, bias: bool = False, adaptive: bool = True) -> None:
+    def __init__(self, in_channels: int, k: float = 50, bias: bool = False, adaptive: bool = True,
+                 step: str = "paper") -> None:
         super().__init__()
         if in_channels % 4:
             raise ValueError(f"DBHead in_channels must be a multiple of 4, got {in_channels}")
-        self.k, self.adaptive = float(k), adaptive
+        if step not in ("paper", "mindocr"):
+            raise ValueError(f"DBHead step must be one of paper, mindocr, got {step!r}")
+        self.k, self.adaptive, self.step = float(k), adaptive, step
         self.segm, self.thresh = _branch(in_channels, bias), _branch(in_channels, bias)  # this order: same init draws
         db_init_(self)
 
@@ -37,11 +40,14 @@ class DBHead(nn.Module):
         logits = self.segm(features)
         t_logits = self.thresh(features) if self.training and self.adaptive else None
         with torch.autocast(device_type=logits.device.type, enabled=False):
-            binary = torch.sigmoid(logits.float())
+            binary = torch.sigmoid(logits.to(torch.promote_types(logits.dtype, torch.float32)))  # float64 stays
             if not self.training:
                 return {"binary": binary}
             out = {"binary": binary, "binary_logits": logits}
             if t_logits is not None:
-                out["thresh"] = torch.sigmoid(t_logits.float())
-                out["thresh_binary"] = torch.sigmoid(self.k * (binary - out["thresh"]))
+                out["thresh"] = torch.sigmoid(t_logits.to(binary.dtype))
+                if self.step == "mindocr":
+                    out["thresh_binary"] = torch.sigmoid(self.k * binary - out["thresh"])
+                else:
+                    out["thresh_binary"] = torch.sigmoid(self.k * (binary - out["thresh"]))
         return out
