@@ -80,6 +80,8 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
     onnx_path = v4_shaped_onnx
     assert main(["convert", "ppocr", onnx_path, "--out", str(tmp_path / "out"), "--name", "v4"]) == 0
 
+    header = (tmp_path / "out" / "v4.yaml").read_text().splitlines()[0]
+    assert "unknown weights of PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)" in header  # not a release
     cfg = load_config(str(tmp_path / "out" / "v4.yaml"))
     assert cfg.model.backbone["name"] == "PPLCNetV3" and cfg.model.neck["name"] == "RSEFPN"
     assert cfg.model.pretrained == cfg.eval.ckpt_load_path == str(tmp_path / "out" / "model.ckpt")
