@@ -115,7 +115,7 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     run_dir = tmp_path / "run"
     data = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}"]
     speed = [f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1", "train.loader.batch_size=4",
-             "train.loader.num_workers=0", "eval.loader.num_workers=0", "system.amp_level=O0",
+             "train.loader.num_workers=0", "eval.loader.num_workers=0", "system.val_start_epoch=1",
              "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size=[64, 64]",
              "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
     args = ["train", "-c", str(out / "v4.yaml")]

@@ -167,3 +167,17 @@ def ort_providers(device: str | None, available: list[str]) -> list:
         raise TextdetError(f"--device {device}: this onnxruntime has no {_ORT[kind]} (available: {available}); "
                            "install the onnxruntime build for it, or use --device cpu")
     return [(_ORT[kind], {"device_id": int(index or 0)}), "CPUExecutionProvider"]
+
+# The variable that limits which devices a process sees, per device type (the distributed pre-flight reads it).
+VISIBLE_DEVICE_VARS = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK"}
+
+
+def profiler_activities(device_type: str) -> list:
+    """torch.profiler activities for a device: the CPU, plus the device's own where torch has one."""
+    from torch.profiler import ProfilerActivity
+
+    device_activity = {"cuda": ProfilerActivity.CUDA, "xpu": ProfilerActivity.XPU}
+    activities = [ProfilerActivity.CPU]
+    if device_type in device_activity:
+        activities.append(device_activity[device_type])
+    return activities

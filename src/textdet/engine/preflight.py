@@ -24,7 +24,7 @@ from textdet import device as devices
 from textdet.engine.startup import process_start_time
 from textdet.errors import TextdetError
 
-VISIBLE_VARS = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK"}
+VISIBLE_VARS = devices.VISIBLE_DEVICE_VARS
 IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")
 EXCHANGE_WAIT_S = 60.0  # how long a process waits for the other processes of its node to reach the pre-flight
 _DEVICE_LOCKS: list = []  # open lock files: held for the life of the process

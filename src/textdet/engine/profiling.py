@@ -8,14 +8,13 @@ import logging
 import os
 
 import torch
-from torch.profiler import ProfilerAction, ProfilerActivity, profile, tensorboard_trace_handler
+from torch.profiler import ProfilerAction, profile, tensorboard_trace_handler
 
+from textdet.device import profiler_activities
 from textdet.errors import TextdetError
 
 logger = logging.getLogger("textdet")
 
-# The profiler activity that records kernels for each accelerator type torch's profiler knows.
-_DEVICE_ACTIVITY = {"cuda": ProfilerActivity.CUDA, "xpu": ProfilerActivity.XPU}
 TOP_OPERATORS = 15
 
 
@@ -39,9 +38,7 @@ class StepProfiler:
     def __init__(self, window: tuple[int, int], out_dir: str, rank: int, main: bool, device: torch.device):
         self.start, self.stop = window
         self.out_dir, self.main = out_dir, main
-        activities = [ProfilerActivity.CPU]
-        if device.type in _DEVICE_ACTIVITY:
-            activities.append(_DEVICE_ACTIVITY[device.type])
+        activities = profiler_activities(device.type)
         self.sort_key = "self_cpu_time_total" if len(activities) == 1 else f"self_{device.type}_time_total"
         self.trace_handler = tensorboard_trace_handler(out_dir, worker_name=f"rank{rank}")
         self.trace_path: str | None = None
