@@ -20,7 +20,8 @@ from textdet.models import build_model
 from textdet.models.lcnetv3 import LearnableAffine
 
 RECIPE = Path(__file__).parents[1] / "recipes" / "synthetic_dbnet_r18.yaml"
-PPOCR_V4_DET = {  # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml; PP-OCRv5_mobile_det.yml is the same
+# PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml; PP-OCRv5_mobile_det.yml is the same network
+PPOCR_V4_DET = {
     "backbone": {"name": "PPLCNetV3", "scale": 0.75, "det": True},
     "neck": {"name": "RSEFPN", "out_channels": 96},
     "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
@@ -31,14 +32,15 @@ PPOCR_V6_SMALL_DET = {
     "neck": {"name": "RepLKFPN", "out_channels": 96, "dilated_kernel_size": 7},
     "head": {"name": "DBHead", "k": 50, "bias": False, "adaptive": True},
 }
-# PaddleOCR's 0-1 ImageNet values times 255 (NormalizeImage takes 0-255 pixels), applied to B, G, R in that order
+# PaddleOCR's 0-1 ImageNet values times 255 (NormalizeImage takes 0-255 pixels), applied to B, G, R
 IMAGENET_MEAN, IMAGENET_STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 
 
 class Architecture(NamedTuple):
     """A PP-OCR detection network textdet imports, and the preprocessing its releases were trained with.
 
-    ``mean``/``std`` (0-255 scale) apply to the channels in PaddleOCR's order: BGR, as its DecodeImage reads them.
+    ``mean``/``std`` (0-255 scale) apply to the channels in PaddleOCR's order: BGR, as its DecodeImage
+    reads them.
     """
 
     name: str
@@ -48,10 +50,13 @@ class Architecture(NamedTuple):
 
 
 ARCHITECTURES = [
-    Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET, IMAGENET_MEAN, IMAGENET_STD),
-    Architecture("PP-OCRv6 small det (PPLCNetV4 small + RepLKFPN)", PPOCR_V6_SMALL_DET, IMAGENET_MEAN, IMAGENET_STD),
+    Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET,
+                 IMAGENET_MEAN, IMAGENET_STD),
+    Architecture("PP-OCRv6 small det (PPLCNetV4 small + RepLKFPN)", PPOCR_V6_SMALL_DET,
+                 IMAGENET_MEAN, IMAGENET_STD),
 ]
-# Official releases of an architecture, told apart by their first convolution's weights (sha256, first 16 hex).
+# Official releases of an architecture, told apart by their first convolution's weights
+# (sha256, first 16 hex digits).
 RELEASES = {
     "8debc2f677485be9": "PP-OCRv4 mobile det",
     "95931975df4fe354": "PP-OCRv5 mobile det",
@@ -175,7 +180,8 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
 
 
 def identify(layers: list[Layer], source: str) -> tuple[Architecture, dict[str, torch.Tensor], str]:
-    """The architecture whose modules ``layers`` fill, its state_dict, and the release name (or "unknown weights").
+    """The architecture whose modules ``layers`` fill, its state_dict, and the release name (or "unknown
+    weights of ...").
 
     An ONNX file that fits none raises a TextdetError naming what it holds and what textdet supports.
     """
@@ -202,13 +208,14 @@ def identify(layers: list[Layer], source: str) -> tuple[Architecture, dict[str, 
 
 
 def fill_threshold_branch(state: dict[str, torch.Tensor], start: float = 0.3) -> None:
-    """The threshold branch inference exports leave out: the probability branch's layers, the last one set to a
-    constant map T = ``start`` (BorderMap's thresh_min, and binary_thresh).
+    """The threshold branch inference exports leave out: the probability branch's layers, the last one set
+    to a constant map T = ``start`` (BorderMap's thresh_min, and binary_thresh).
 
-    The copied layers give features that already respond to text. A plain copy of the last layer too would make
-    T equal P, so that B = sigmoid(k (P - T)) starts at 0.5 everywhere and its Dice loss, through k = 50, pushes
-    the shared layers away from the imported detector in the first steps; with T = 0.3, B starts as the imported
-    detector's own binarisation (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
+    The copied layers give features that already respond to text. A plain copy of the last layer too would
+    make T equal P, so that B = sigmoid(k (P - T)) starts at 0.5 everywhere and its Dice loss, through
+    k = 50, pushes the shared layers away from the imported detector in the first steps; with T = 0.3, B
+    starts as the imported detector's own binarisation (docs/DESIGN_NOTES.md, "Fine-tuning an imported
+    detector").
     """
     for key in [k for k in state if k.startswith("head.segm.")]:
         state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
@@ -254,7 +261,7 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture) -> dict:
                 step[op]["scale_range"] = [1.0, 2.0]
             elif op == "RandomCropWithBBox":
                 step[op]["crop_size"] = [384, 384]
-            elif op == "DetResize":  # PaddleOCR's DetResizeForTest defaults, as its det training configs evaluate
+            elif op == "DetResize":  # DetResizeForTest's defaults, as PaddleOCR's det configs evaluate
                 step[op] = {"limit_type": "min", "limit_side_len": 736, "divisor": 32, "rounding": "nearest"}
     return cfg
 
@@ -276,10 +283,12 @@ def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dic
     model.load_state_dict(state)
     os.makedirs(out_dir, exist_ok=True)
     ckpt, yaml_path = os.path.abspath(os.path.join(out_dir, "model.ckpt")), os.path.join(out_dir, f"{name}.yaml")
-    atomic_save({"model": model.state_dict(), "source": os.path.basename(model_path), "release": release}, ckpt)
-    header = (f"# {name}: {release}, imported by `textdet convert ppocr` from {os.path.basename(model_path)}; see\n"
+    source = os.path.basename(model_path)
+    atomic_save({"model": model.state_dict(), "source": source, "release": release}, ckpt)
+    header = (f"# {name}: {release}, imported by `textdet convert ppocr` from {source}; see\n"
               "# the README, 'Start from PP-OCR'. Data in MindOCR's layout (train/images + train_gt.txt,\n"
               "# val/images + test_gt.txt). Fine-tune:\n"
-              f"# textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA -o eval.dataset.dataset_root=DATA\n")
+              f"# textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA\n"
+              "#     -o eval.dataset.dataset_root=DATA\n")
     Path(yaml_path).write_text(header + yaml.safe_dump(ppocr_config(ckpt, name, arch), sort_keys=False))
     return {"checkpoint": ckpt, "config": yaml_path, "tensors": len(state), "release": release}

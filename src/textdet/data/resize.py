@@ -38,9 +38,10 @@ def _mean_std(value: Any, name: str, default: tuple[float, ...]) -> np.ndarray:
         raise ValueError(f"{name} must be 'imagenet' or a list of 3 numbers, got {value!r}")
     if name == "std" and (arr <= 0).any():
         raise ValueError(f"std values must be > 0, got {value!r}")
-    if name == "std" and (arr <= 1).all():  # a 0-1 std on 0-255 pixels would blow every value up ~200x
-        raise ValueError(f"std {value!r} is on a 0-1 scale; NormalizeImage (as MindOCR's) normalises 0-255 pixels: "
-                         "give mean and std times 255 (PaddleOCR's configs write 0-1 values with scale: 1./255)")
+    if name == "std" and (arr <= 1).all():  # a 0-1 std on 0-255 pixels blows every value up ~200x
+        raise ValueError(f"std {value!r} is on a 0-1 scale; NormalizeImage (as MindOCR's) normalises 0-255 "
+                         "pixels: give mean and std times 255 (PaddleOCR's configs write 0-1 values with "
+                         "scale: 1./255)")
     return arr
 
 

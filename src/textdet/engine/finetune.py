@@ -10,9 +10,10 @@ from textdet.errors import ConfigError
 def freeze_batchnorm(model: nn.Module) -> None:
     """Every BatchNorm normalises with, and keeps, its running statistics; its scale and shift still learn.
 
-    Fine-tuning an imported detector needs this: its BatchNorms hold the statistics of the data it was trained on
-    (or, where the export folded them into convolutions, an identity), and batch statistics of a few crops compute
-    another function from the first step on (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
+    Fine-tuning an imported detector needs this: its BatchNorms hold the statistics of the data it was
+    trained on (or, where the export folded them into convolutions, an identity), and batch statistics
+    of a few crops compute another function from the first step on (docs/DESIGN_NOTES.md, "Fine-tuning
+    an imported detector").
     """
     for module in model.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
@@ -22,13 +23,14 @@ def freeze_batchnorm(model: nn.Module) -> None:
 def freeze_parts(model: nn.Module, parts: list[str]) -> None:
     """``train.freeze``: the parameters of these top-level parts (backbone, neck, head) do not learn.
 
-    A frozen backbone runs forward only (no activations kept for a backward pass): on a CPU, fine-tuning takes
-    2.0x to 2.7x more crops a minute (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
+    A frozen backbone runs forward only (no activations kept for a backward pass): on a CPU, fine-tuning
+    takes 2.0x to 2.7x more crops a minute (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
     """
     children = dict(model.named_children())
     for part in parts:
         if part not in children:
-            raise ConfigError(f"train.freeze: {part!r} is not a part of the model; parts: {', '.join(children)}")
+            known = ", ".join(children)
+            raise ConfigError(f"train.freeze: {part!r} is not a part of the model; parts: {known}")
         children[part].requires_grad_(False)
 
 
