@@ -114,9 +114,9 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
     run_dir = tmp_path / "run"
     data = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}"]
-    speed = [f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1", "train.loader.batch_size=4",
-             "train.loader.num_workers=0", "eval.loader.num_workers=0", "system.val_start_epoch=1",
-             "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size=[64, 64]",
+    speed = [f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1", "train.gradient_accumulation_steps=1",
+             "train.loader.num_workers=0", "eval.loader.num_workers=0",
+             "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
              "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
     args = ["train", "-c", str(out / "v4.yaml")]
     for override in data + speed:
@@ -128,6 +128,12 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     cfg = load_config(str(out / "v4.yaml"))
     assert (cfg.train.dataset.data_dir, cfg.train.dataset.label_file) == ("train/images", "train_gt.txt")
     assert (cfg.eval.dataset.data_dir, cfg.eval.dataset.label_file) == ("val/images", "test_gt.txt")
+    # whole photos, resized for training exactly as for evaluation (no rescaled crops), one photo a step
+    train_ops = [next(iter(step)) for step in cfg.train.dataset.transform_pipeline]
+    assert "RandomCropWithBBox" not in train_ops and "RandomScale" not in train_ops
+    train_resize = cfg.train.dataset.transform_pipeline[train_ops.index("DetResize")]["DetResize"]
+    assert train_resize == cfg.eval.dataset.transform_pipeline[2]["DetResize"]
+    assert cfg.train.loader.batch_size == 1
     # PaddleOCR's preprocessing: BGR pixels, ImageNet mean/std on 0-255 values, B first
     pipeline = build.build_pipeline(cfg, "eval")
     normalize = pipeline.transforms[-1]  # NormalizeImage + ToCHWImage, fused
