@@ -9,7 +9,8 @@ polynomial decay after a 3-epoch warm-up, fp32, batch 1. MindOCR's side is its o
 ``get_loss_scales``, ``EMA`` and ``TrainOneStepWrapper``. textdet's side is its ``Trainer`` (``train_step`` /
 ``optimizer_step``) built from the same YAML with ``model.head.step: mindocr`` (MindOCR's ``sigmoid(kP - T)``).
 
-Cases: ``sgd`` (the config as is), ``accum2`` (``train.gradient_accumulation_steps: 2``, so 2x the micro-batches),
+Cases: ``sgd`` (the config as is), ``accum2`` (``train.gradient_accumulation_steps: 2``, so 2x the micro-batches;
+textdet with ``train.accumulation_lr: mindocr``, the LR entry MindOCR 0.5 takes on MindSpore 2.x),
 ``ema`` (``train.ema: True``; the EMA weights are compared too), ``adam_cosine`` (db_r50_icdar15_8p.yaml's
 optimizer and schedule: Adam, warmup_cosine_decay lr 0.001 -> 1e-5). Per step: the loss and its three terms
 (computed on both sides before the step), the LR each side used, max |weight difference| after the step
@@ -73,7 +74,8 @@ LAYERS = (3, 4, 6, 3)  # ResNet-50
 RESNETS = {"det_resnet50": (Bottleneck, LAYERS), "det_resnet18": (BasicBlock, (2, 2, 2, 2))}
 CASES = {
     "sgd": {},
-    "accum2": {"train.gradient_accumulation_steps": 2},
+    # MindOCR 0.5 on MindSpore 2.x: update k takes LR entry k (train.accumulation_lr: mindocr, textdet's option)
+    "accum2": {"train.gradient_accumulation_steps": 2, "train.accumulation_lr": "mindocr"},
     "ema": {"train.ema": True},
     # configs/det/dbnet/db_r50_icdar15_8p.yaml: Adam (no weight_decay key: 0) and warm-up + cosine
     "adam_cosine": {"optimizer.opt": "adam", "optimizer.weight_decay": 0.0, "scheduler.scheduler":
@@ -176,6 +178,20 @@ def ema_state(ema: EMA) -> dict[str, np.ndarray]:
     return out
 
 
+def spill(state: dict[str, np.ndarray], folder: str) -> str:
+    """A state written to ``folder`` as float32 (a full-width ResNet-50's 20 float64 states are 4 GB a side in
+    memory); float32 keeps textdet fp64's weights to 6e-8 relative, far below the differences measured."""
+    handle, path = tempfile.mkstemp(suffix=".npz", dir=folder)
+    os.close(handle)
+    np.savez(path, **{key: value.astype(np.float32) for key, value in state.items()})
+    return path
+
+
+def unspill(path: str) -> dict[str, np.ndarray]:
+    with np.load(path) as arrays:
+        return {key: arrays[key].astype(np.float64) for key in arrays.files}
+
+
 def mindocr_config(case: dict, num_epochs: int) -> addict.Dict:
     """The user's YAML as MindOCR reads it (anchors resolved, addict), the case's keys set."""
     with open(USER_CONFIG) as f:
@@ -190,7 +206,7 @@ def mindocr_config(case: dict, num_epochs: int) -> addict.Dict:
 
 
 def run_mindspore(cfg: addict.Dict, ckpt: str, batches: list[dict], steps_per_epoch: int, width: int,
-                  neck: int) -> list[dict]:
+                  neck: int, folder: str) -> list[dict]:
     """MindOCR's tools/train.py wiring, one TrainOneStepWrapper call per micro-batch; a record per update."""
     net = MsDBNet(width, neck)
     ms.load_param_into_net(net, ms.load_checkpoint(ckpt), strict_load=True)
@@ -217,9 +233,9 @@ def run_mindspore(cfg: addict.Dict, ckpt: str, batches: list[dict], steps_per_ep
         loss, _, _ = step_cell(*inputs)
         window[-1]["step_loss"] = float(loss.asnumpy())
         if (index + 1) % accum == 0:
-            record = {"terms": window, "lr": float(lrs[lr_index]), "state": mindspore_state(net)}
+            record = {"terms": window, "lr": float(lrs[lr_index]), "state": spill(mindspore_state(net), folder)}
             if ema is not None:
-                record["ema"] = ema_state(ema)
+                record["ema"] = spill(ema_state(ema), folder)
             records.append(record)
             window = []
     return records
@@ -241,7 +257,8 @@ def mindspore_terms(net: nn.Cell, loss_fn, inputs: list) -> dict[str, float]:
             "loss_binary": dice}
 
 
-def run_textdet(cfg, ckpt: str, batches: list[dict], steps_per_epoch: int, dtype: torch.dtype) -> list[dict]:
+def run_textdet(cfg, ckpt: str, batches: list[dict], steps_per_epoch: int, dtype: torch.dtype,
+                folder: str) -> list[dict]:
     """textdet's Trainer (train_step / optimizer_step) from the same YAML, weights from MindSpore's file;
     ``dtype`` float64: the exact reference both frameworks' fp32 runs are measured against."""
     trainer = Trainer(cfg, device="cpu", progress=False)
@@ -263,11 +280,11 @@ def run_textdet(cfg, ckpt: str, batches: list[dict], steps_per_epoch: int, dtype
             trainer.optimizer_step()
             state = {k: v.detach().double().clone().numpy() for k, v in trainer.model.state_dict().items()
                      if not k.endswith("num_batches_tracked")}  # clone: a float64 model's .double() is itself
-            record = {"terms": window, "lr": lr, "state": state}
+            record = {"terms": window, "lr": lr, "state": spill(state, folder)}
             if trainer.ema is not None:
                 ema_state_dict = trainer.ema.module.state_dict()
-                record["ema"] = {k: v.detach().double().clone().numpy() for k, v in ema_state_dict.items()
-                                 if not k.endswith("num_batches_tracked")}
+                record["ema"] = spill({k: v.detach().double().clone().numpy() for k, v in ema_state_dict.items()
+                                       if not k.endswith("num_batches_tracked")}, folder)
             records.append(record)
             window = []
     return records
@@ -294,9 +311,9 @@ def compare(ms_records: list[dict], td_records: list[dict], verbose: bool, label
             rels.append([abs(m_terms[k] - t_terms[k]) / max(abs(m_terms[k]), 1e-12) for k in TERMS])
         worst_rel = max(max(r) for r in rels)
         lr_diff = abs(m["lr"] - t["lr"])
-        weight, stats = weight_diffs(m["state"], t["state"])
+        weight, stats = weight_diffs(unspill(m["state"]), unspill(t["state"]))
         if "ema" in m:
-            ema_weight, ema_stats = weight_diffs(m["ema"], t["ema"])
+            ema_weight, ema_stats = weight_diffs(unspill(m["ema"]), unspill(t["ema"]))
             weight, stats = max(weight, ema_weight), max(stats, ema_stats)
         loss_rel, lr_abs = max(loss_rel, worst_rel), max(lr_abs, lr_diff)
         weight_abs, bn_rel = max(weight_abs, weight), max(bn_rel, stats)
@@ -374,20 +391,20 @@ def main(argv: list[str] | None = None) -> int:
             batches = make_batches(cfg, args.steps * accum)
             ms_cfg = mindocr_config(CASES[name], args.num_epochs)
             seconds = {"start": time.perf_counter()}
-            ms_records = run_mindspore(ms_cfg, ckpt, batches, args.steps_per_epoch, args.width, args.neck)
+            ms_records = run_mindspore(ms_cfg, ckpt, batches, args.steps_per_epoch, args.width, args.neck, tmp)
             seconds["mindocr"] = time.perf_counter()
-            td32 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float32)
+            td32 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float32, tmp)
             seconds["textdet_fp32"] = time.perf_counter()
             results[name] = compare(ms_records, td32, not args.json, f"{name}: MindOCR vs textdet fp32 "
                                     "(model.head.step: mindocr)")
-            td64 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float64)
+            td64 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float64, tmp)
             seconds["textdet_fp64"] = time.perf_counter()
             floors = {"floor": compare(td32, td64, not args.json, f"{name}: textdet fp32 vs textdet fp64"),
                       "mindocr_vs_fp64": compare(ms_records, td64, False, "")}
             if not args.no_paper:
                 paper = load_config(USER_CONFIG, overrides(args, CASES[name], data_root, os.path.join(tmp, "p" + name),
                                                            "paper"))
-                paper32 = run_textdet(paper, ckpt, batches, args.steps_per_epoch, torch.float32)
+                paper32 = run_textdet(paper, ckpt, batches, args.steps_per_epoch, torch.float32, tmp)
                 floors["head_paper"] = compare(ms_records, paper32, False, "")
                 seconds["textdet_paper_fp32"] = time.perf_counter()
             for prefix, values in floors.items():
