@@ -55,7 +55,8 @@ def test_accumulation_lr_mindocr_takes_entry_k():
     # MindOCR 0.5 on MindSpore 2.x: update k takes entry k of the micro-batch list (measured by
     # benchmarks/parity_mindocr.py --train, case accum2). 4 micro-batches an epoch, warm-up 1 epoch, then
     # polynomial decay to 0 over 2 epochs, power 0.9: entry 1 = 0.01 * 1/4; entry 5 = 0.01 * (1 - 0.25/2)^0.9
-    schedule = LRSchedule("polynomial_decay", 0.01, 4, 3, warmup_epochs=1, accumulation=2, accumulation_lr="mindocr")
+    schedule = LRSchedule("polynomial_decay", 0.01, 4, 3, warmup_epochs=1, accumulation=2,
+                          accumulation_lr="mindocr")
     assert [schedule.micro_step(update) for update in range(5)] == [0, 1, 2, 3, 4]
     assert schedule(1) == pytest.approx(0.0025, abs=1e-15)
     assert schedule(4) == pytest.approx(0.01, abs=1e-15)
@@ -79,5 +80,6 @@ def test_accumulation_lr_config_key_is_checked():
     from textdet.config import load_config
 
     assert load_config(None, ["train.accumulation_lr=mindocr"]).train.accumulation_lr == "mindocr"
-    with pytest.raises(ConfigError, match=r"'train.accumulation_lr' must be one of \['window_end', 'mindocr'\]"):
+    choices = r"\['window_end', 'mindocr'\]"
+    with pytest.raises(ConfigError, match=rf"'train.accumulation_lr' must be one of {choices}"):
         load_config(None, ["train.accumulation_lr=update"])
