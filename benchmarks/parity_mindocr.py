@@ -39,6 +39,11 @@ Training, step by step against MindOCR's own training step (benchmarks/parity_mi
 
     OMP_NUM_THREADS=2 PYTHONPATH=src ~/venvs/mindocr/bin/python benchmarks/parity_mindocr.py --train [--json]
 
+Evaluation, MindOCR's eval against ``textdet eval`` on one MindSpore-written checkpoint
+(benchmarks/parity_mindocr_eval.py; its options follow ``--eval``):
+
+    OMP_NUM_THREADS=1 PYTHONPATH=src ~/venvs/mindocr/bin/python benchmarks/parity_mindocr.py --eval --ckpt C --data D
+
 Other runs (same interpreter):
 
     PYTHONPATH=src python benchmarks/parity_mindocr.py --input noise     # trained weights on N(0, 1)
@@ -261,6 +266,10 @@ def main() -> int:
         import parity_mindocr_train
 
         return parity_mindocr_train.main([arg for arg in sys.argv[1:] if arg != "--train"])
+    if "--eval" in sys.argv[1:]:  # evaluation through MindOCR's eval and textdet eval (parity_mindocr_eval.py)
+        import parity_mindocr_eval
+
+        return parity_mindocr_eval.main([arg for arg in sys.argv[1:] if arg != "--eval"])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", default=CONFIGS)
     parser.add_argument("--weights", choices=("trained", "random", "init"), default="trained")

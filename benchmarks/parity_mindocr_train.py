@@ -9,7 +9,8 @@ polynomial decay after a 3-epoch warm-up, fp32, batch 1. MindOCR's side is its o
 ``get_loss_scales``, ``EMA`` and ``TrainOneStepWrapper``. textdet's side is its ``Trainer`` (``train_step`` /
 ``optimizer_step``) built from the same YAML with ``model.head.step: mindocr`` (MindOCR's ``sigmoid(kP - T)``).
 
-Cases: ``sgd`` (the config as is), ``accum2`` (``train.gradient_accumulation_steps: 2``, so 2x the micro-batches),
+Cases: ``sgd`` (the config as is), ``accum2`` (``train.gradient_accumulation_steps: 2``, so 2x the micro-batches;
+textdet with ``train.accumulation_lr: mindocr``, the LR entry MindOCR 0.5 takes on MindSpore 2.x),
 ``ema`` (``train.ema: True``; the EMA weights are compared too), ``adam_cosine`` (db_r50_icdar15_8p.yaml's
 optimizer and schedule: Adam, warmup_cosine_decay lr 0.001 -> 1e-5). Per step: the loss and its three terms
 (computed on both sides before the step), the LR each side used, max |weight difference| after the step
@@ -39,6 +40,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import addict
 import mindspore as ms
@@ -46,7 +48,7 @@ import numpy as np
 import torch
 import yaml
 from mindocr.losses import build_loss as ms_build_loss
-from mindocr.models.backbones.mindcv_models.resnet import Bottleneck
+from mindocr.models.backbones.mindcv_models.resnet import BasicBlock, Bottleneck
 from mindocr.models.heads.det_db_head import DBHead as MsDBHead
 from mindocr.models.necks.fpn import DBFPN as MsDBFPN
 from mindocr.optim import create_group_params, create_optimizer
@@ -69,9 +71,11 @@ from textdet.models.ms_ckpt import mindspore_to_torch_names
 
 USER_CONFIG = "configs/mindocr_db_r50_user.yaml"
 LAYERS = (3, 4, 6, 3)  # ResNet-50
+RESNETS = {"det_resnet50": (Bottleneck, LAYERS), "det_resnet18": (BasicBlock, (2, 2, 2, 2))}
 CASES = {
     "sgd": {},
-    "accum2": {"train.gradient_accumulation_steps": 2},
+    # MindOCR 0.5 on MindSpore 2.x: update k takes LR entry k (train.accumulation_lr: mindocr, textdet's option)
+    "accum2": {"train.gradient_accumulation_steps": 2, "train.accumulation_lr": "mindocr"},
     "ema": {"train.ema": True},
     # configs/det/dbnet/db_r50_icdar15_8p.yaml: Adam (no weight_decay key: 0) and warm-up + cosine
     "adam_cosine": {"optimizer.opt": "adam", "optimizer.weight_decay": 0.0, "scheduler.scheduler":
@@ -83,28 +87,30 @@ TERMS = ("loss", "loss_prob", "loss_thresh", "loss_binary")
 
 
 class NarrowDetResNet(nn.Cell):
-    """MindOCR's DetResNet (mindcv's ResNet cells: stem, "same" max-pool, Bottleneck) at ``width`` channels."""
+    """MindOCR's DetResNet (mindcv's ResNet cells: stem, "same" max-pool, Bottleneck or BasicBlock) at ``width``
+    channels (64: MindOCR's own)."""
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, backbone: str = "det_resnet50") -> None:
         super().__init__()
+        block, layers = RESNETS[backbone]
         self.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, pad_mode="pad", padding=3)
         self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU()
         self.max_pool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="same")
         chans, stages = width, []
-        for index, (mult, blocks) in enumerate(zip((1, 2, 4, 8), LAYERS, strict=True)):
+        for index, (mult, blocks) in enumerate(zip((1, 2, 4, 8), layers, strict=True)):
             out, stride = width * mult, 1 if index == 0 else 2
             cells = []
-            for block in range(blocks):
+            for index_in_stage in range(blocks):
                 down = None
-                if block == 0 and (stride != 1 or chans != out * Bottleneck.expansion):
-                    down = nn.SequentialCell([nn.Conv2d(chans, out * Bottleneck.expansion, kernel_size=1,
-                                                        stride=stride), nn.BatchNorm2d(out * Bottleneck.expansion)])
-                cells.append(Bottleneck(chans, out, stride=stride if block == 0 else 1, down_sample=down))
-                chans = out * Bottleneck.expansion
+                if index_in_stage == 0 and (stride != 1 or chans != out * block.expansion):
+                    down = nn.SequentialCell([nn.Conv2d(chans, out * block.expansion, kernel_size=1,
+                                                        stride=stride), nn.BatchNorm2d(out * block.expansion)])
+                cells.append(block(chans, out, stride=stride if index_in_stage == 0 else 1, down_sample=down))
+                chans = out * block.expansion
             stages.append(nn.SequentialCell(cells))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        self.out_channels = [width * m * Bottleneck.expansion for m in (1, 2, 4, 8)]
+        self.out_channels = [width * m * block.expansion for m in (1, 2, 4, 8)]
 
     def construct(self, x):
         x = self.max_pool(self.relu(self.bn1(self.conv1(x))))
@@ -117,9 +123,9 @@ class NarrowDetResNet(nn.Cell):
 class MsDBNet(nn.Cell):
     """MindOCR's BaseModel layout: backbone -> DBFPN -> DBHead (the user's neck and head settings)."""
 
-    def __init__(self, width: int, neck: int) -> None:
+    def __init__(self, width: int, neck: int, backbone: str = "det_resnet50") -> None:
         super().__init__()
-        self.backbone = NarrowDetResNet(width)
+        self.backbone = NarrowDetResNet(width, backbone)
         self.neck = MsDBFPN(self.backbone.out_channels, neck, bias=False)
         self.head = MsDBHead(neck, k=50, bias=False, adaptive=True)
 
@@ -172,6 +178,20 @@ def ema_state(ema: EMA) -> dict[str, np.ndarray]:
     return out
 
 
+def spill(state: dict[str, np.ndarray], folder: str) -> str:
+    """A state written to ``folder`` as float32 (a full-width ResNet-50's 20 float64 states are 4 GB a side in
+    memory); float32 keeps textdet fp64's weights to 6e-8 relative, far below the differences measured."""
+    handle, path = tempfile.mkstemp(suffix=".npz", dir=folder)
+    os.close(handle)
+    np.savez(path, **{key: value.astype(np.float32) for key, value in state.items()})
+    return path
+
+
+def unspill(path: str) -> dict[str, np.ndarray]:
+    with np.load(path) as arrays:
+        return {key: arrays[key].astype(np.float64) for key in arrays.files}
+
+
 def mindocr_config(case: dict, num_epochs: int) -> addict.Dict:
     """The user's YAML as MindOCR reads it (anchors resolved, addict), the case's keys set."""
     with open(USER_CONFIG) as f:
@@ -186,7 +206,7 @@ def mindocr_config(case: dict, num_epochs: int) -> addict.Dict:
 
 
 def run_mindspore(cfg: addict.Dict, ckpt: str, batches: list[dict], steps_per_epoch: int, width: int,
-                  neck: int) -> list[dict]:
+                  neck: int, folder: str) -> list[dict]:
     """MindOCR's tools/train.py wiring, one TrainOneStepWrapper call per micro-batch; a record per update."""
     net = MsDBNet(width, neck)
     ms.load_param_into_net(net, ms.load_checkpoint(ckpt), strict_load=True)
@@ -213,9 +233,9 @@ def run_mindspore(cfg: addict.Dict, ckpt: str, batches: list[dict], steps_per_ep
         loss, _, _ = step_cell(*inputs)
         window[-1]["step_loss"] = float(loss.asnumpy())
         if (index + 1) % accum == 0:
-            record = {"terms": window, "lr": float(lrs[lr_index]), "state": mindspore_state(net)}
+            record = {"terms": window, "lr": float(lrs[lr_index]), "state": spill(mindspore_state(net), folder)}
             if ema is not None:
-                record["ema"] = ema_state(ema)
+                record["ema"] = spill(ema_state(ema), folder)
             records.append(record)
             window = []
     return records
@@ -237,7 +257,8 @@ def mindspore_terms(net: nn.Cell, loss_fn, inputs: list) -> dict[str, float]:
             "loss_binary": dice}
 
 
-def run_textdet(cfg, ckpt: str, batches: list[dict], steps_per_epoch: int, dtype: torch.dtype) -> list[dict]:
+def run_textdet(cfg, ckpt: str, batches: list[dict], steps_per_epoch: int, dtype: torch.dtype,
+                folder: str) -> list[dict]:
     """textdet's Trainer (train_step / optimizer_step) from the same YAML, weights from MindSpore's file;
     ``dtype`` float64: the exact reference both frameworks' fp32 runs are measured against."""
     trainer = Trainer(cfg, device="cpu", progress=False)
@@ -259,11 +280,11 @@ def run_textdet(cfg, ckpt: str, batches: list[dict], steps_per_epoch: int, dtype
             trainer.optimizer_step()
             state = {k: v.detach().double().clone().numpy() for k, v in trainer.model.state_dict().items()
                      if not k.endswith("num_batches_tracked")}  # clone: a float64 model's .double() is itself
-            record = {"terms": window, "lr": lr, "state": state}
+            record = {"terms": window, "lr": lr, "state": spill(state, folder)}
             if trainer.ema is not None:
                 ema_state_dict = trainer.ema.module.state_dict()
-                record["ema"] = {k: v.detach().double().clone().numpy() for k, v in ema_state_dict.items()
-                                 if not k.endswith("num_batches_tracked")}
+                record["ema"] = spill({k: v.detach().double().clone().numpy() for k, v in ema_state_dict.items()
+                                       if not k.endswith("num_batches_tracked")}, folder)
             records.append(record)
             window = []
     return records
@@ -290,9 +311,9 @@ def compare(ms_records: list[dict], td_records: list[dict], verbose: bool, label
             rels.append([abs(m_terms[k] - t_terms[k]) / max(abs(m_terms[k]), 1e-12) for k in TERMS])
         worst_rel = max(max(r) for r in rels)
         lr_diff = abs(m["lr"] - t["lr"])
-        weight, stats = weight_diffs(m["state"], t["state"])
+        weight, stats = weight_diffs(unspill(m["state"]), unspill(t["state"]))
         if "ema" in m:
-            ema_weight, ema_stats = weight_diffs(m["ema"], t["ema"])
+            ema_weight, ema_stats = weight_diffs(unspill(m["ema"]), unspill(t["ema"]))
             weight, stats = max(weight, ema_weight), max(stats, ema_stats)
         loss_rel, lr_abs = max(loss_rel, worst_rel), max(lr_abs, lr_diff)
         weight_abs, bn_rel = max(weight_abs, weight), max(bn_rel, stats)
@@ -348,7 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the tables")
     parser.add_argument("--json-file", help="also write that JSON object to this file")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads of each framework (torch, MindSpore)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    ms.device_context.cpu.op_tuning.threads_num(args.threads)
     ms.set_context(mode=ms.PYNATIVE_MODE)
     ms.set_seed(args.seed)
     torch.manual_seed(args.seed)
@@ -366,20 +390,27 @@ def main(argv: list[str] | None = None) -> int:
             accum = cfg.train.gradient_accumulation_steps
             batches = make_batches(cfg, args.steps * accum)
             ms_cfg = mindocr_config(CASES[name], args.num_epochs)
-            ms_records = run_mindspore(ms_cfg, ckpt, batches, args.steps_per_epoch, args.width, args.neck)
-            td32 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float32)
+            seconds = {"start": time.perf_counter()}
+            ms_records = run_mindspore(ms_cfg, ckpt, batches, args.steps_per_epoch, args.width, args.neck, tmp)
+            seconds["mindocr"] = time.perf_counter()
+            td32 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float32, tmp)
+            seconds["textdet_fp32"] = time.perf_counter()
             results[name] = compare(ms_records, td32, not args.json, f"{name}: MindOCR vs textdet fp32 "
                                     "(model.head.step: mindocr)")
-            td64 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float64)
+            td64 = run_textdet(cfg, ckpt, batches, args.steps_per_epoch, torch.float64, tmp)
+            seconds["textdet_fp64"] = time.perf_counter()
             floors = {"floor": compare(td32, td64, not args.json, f"{name}: textdet fp32 vs textdet fp64"),
                       "mindocr_vs_fp64": compare(ms_records, td64, False, "")}
             if not args.no_paper:
                 paper = load_config(USER_CONFIG, overrides(args, CASES[name], data_root, os.path.join(tmp, "p" + name),
                                                            "paper"))
-                paper32 = run_textdet(paper, ckpt, batches, args.steps_per_epoch, torch.float32)
+                paper32 = run_textdet(paper, ckpt, batches, args.steps_per_epoch, torch.float32, tmp)
                 floors["head_paper"] = compare(ms_records, paper32, False, "")
+                seconds["textdet_paper_fp32"] = time.perf_counter()
             for prefix, values in floors.items():
                 results[name].update({f"{prefix}_{key}": value for key, value in values.items()})
+            results[name]["wall_s"] = wall_times(seconds)
+            print(f"{name}: wall seconds {results[name]['wall_s']}", file=sys.stderr, flush=True)
     if args.json_file:
         with open(args.json_file, "w") as f:
             json.dump(results, f, indent=1)
@@ -389,6 +420,12 @@ def main(argv: list[str] | None = None) -> int:
         print_table(results, args)
     worst_ok = all(results[n][f"max_{k}"] < limit for n in results for k, limit in LIMITS.items())
     return 0 if worst_ok else 1
+
+
+def wall_times(marks: dict[str, float]) -> dict[str, float]:
+    """Seconds each side took, from the time marks taken after it (in insertion order)."""
+    names = list(marks)
+    return {name: round(marks[name] - marks[before], 1) for before, name in zip(names, names[1:], strict=False)}
 
 
 def print_table(results: dict, args: argparse.Namespace) -> None:

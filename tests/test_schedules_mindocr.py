@@ -51,6 +51,35 @@ def test_accumulation_takes_the_last_micro_batch_lr():
     assert [odd.micro_step(update) for update in range(4)] == [1, 3, 6, 8]
 
 
+def test_accumulation_lr_mindocr_takes_entry_k():
+    # MindOCR 0.5 on MindSpore 2.x: update k takes entry k of the micro-batch list (measured by
+    # benchmarks/parity_mindocr.py --train, case accum2). 4 micro-batches an epoch, warm-up 1 epoch, then
+    # polynomial decay to 0 over 2 epochs, power 0.9: entry 1 = 0.01 * 1/4; entry 5 = 0.01 * (1 - 0.25/2)^0.9
+    schedule = LRSchedule("polynomial_decay", 0.01, 4, 3, warmup_epochs=1, accumulation=2,
+                          accumulation_lr="mindocr")
+    assert [schedule.micro_step(update) for update in range(5)] == [0, 1, 2, 3, 4]
+    assert schedule(1) == pytest.approx(0.0025, abs=1e-15)
+    assert schedule(4) == pytest.approx(0.01, abs=1e-15)
+    assert schedule(5) == pytest.approx(0.0088676235, abs=1e-10)
+    # the default (window_end) takes entry 2k + 1 for the same update: 5 -> entry 11, 0.01 * (1 - 1.75/2)^0.9
+    assert LRSchedule("polynomial_decay", 0.01, 4, 3, warmup_epochs=1, accumulation=2)(5) == pytest.approx(
+        0.01 * 0.125**0.9, abs=1e-15)
+
+
+def test_accumulation_lr_unknown_is_a_config_error():
+    with pytest.raises(ConfigError, match="train.accumulation_lr must be one of window_end, mindocr"):
+        LRSchedule("constant", 0.01, 4, 3, accumulation=2, accumulation_lr="mindspore")
+
+
 def test_step_decay_needs_positive_decay_epochs():
     with pytest.raises(ConfigError, match="scheduler.decay_epochs must be > 0 for step_decay"):
         LRSchedule("step_decay", 0.01, 4, 3, decay_epochs=0)
+
+
+def test_accumulation_lr_config_key_is_checked():
+    from textdet.config import load_config
+
+    assert load_config(None, ["train.accumulation_lr=mindocr"]).train.accumulation_lr == "mindocr"
+    choices = r"\['window_end', 'mindocr'\]"
+    with pytest.raises(ConfigError, match=rf"'train.accumulation_lr' must be one of {choices}"):
+        load_config(None, ["train.accumulation_lr=update"])

@@ -216,6 +216,7 @@ _CHOICES = {
     "loss_scaler.type": ("static", "dynamic"),
     "model.type": ("det",),
     "train.ema_resume": ("keep", "reset"),
+    "train.accumulation_lr": ("window_end", "mindocr"),
     **dict.fromkeys(("train.dataset.cache_images", "eval.dataset.cache_images"), (True, False, "auto")),
 }
 _AT_LEAST = {

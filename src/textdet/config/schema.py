@@ -119,6 +119,9 @@ class TrainConfig:
     ema: bool = False
     ema_decay: float = 0.9999
     ema_resume: str = "keep"  # textdet: keep = EMA state restored on resume; reset = MindOCR's (EMA restarts)
+    # textdet: window_end = an accumulated update takes its window's last micro-batch LR (MindOCR's intent);
+    # mindocr = update k takes LR entry k, as MindOCR 0.5 on MindSpore 2.x does (a slower schedule)
+    accumulation_lr: str = "window_end"
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
     # textdet: seconds without a finished step before the hang watchdog stops the run; auto = 600, then
     # 20x the median step (at least 60 s) once 20 steps are known

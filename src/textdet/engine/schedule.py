@@ -46,22 +46,30 @@ def _exponential(step, per_epoch, stair, lr, decay_rate, **_) -> float:
 SCHEDULES = {"constant": lambda step, per_epoch, stair, lr, **_: lr, "polynomial_decay": _polynomial,
              "cosine_decay": _cosine, "warmup_cosine_decay": _cosine, "step_decay": _step,
              "multi_step_decay": _multi_step, "exponential_decay": _exponential}
+ACCUMULATION_LR = ("window_end", "mindocr")  # train.accumulation_lr: which list entry an update takes
 
 
 class LRSchedule:
     """``schedule(update) -> lr``: linear warm-up, then the named decay (MindOCR's keys). As in MindOCR it runs over
-    micro-batches (``steps_per_epoch``: the loader's length); an update takes its accumulation window's last LR."""
+    micro-batches (``steps_per_epoch``: the loader's length); an update takes its accumulation window's last LR
+    (``accumulation_lr: window_end``, the intent of MindOCR's TrainOneStepWrapper) or, with ``mindocr``, entry
+    ``update`` of the list: what MindOCR 0.5 does on MindSpore 2.x, whose ``get_lr()`` no longer advances
+    ``global_step``, so the schedule runs ``accumulation`` times slower."""
 
     def __init__(self, scheduler: str, lr: float, steps_per_epoch: int, num_epochs: int, warmup_epochs: float = 0,
                  warmup_factor: float = 0.0, min_lr: float = 1e-6, decay_epochs: float = 10, decay_rate: float = 0.9,
                  milestones: Sequence[float] = (), num_cycles: int = 1, cycle_decay: float = 1.0,
-                 lr_epoch_stair: bool = False, accumulation: int = 1):
+                 lr_epoch_stair: bool = False, accumulation: int = 1, accumulation_lr: str = "window_end"):
         self.fn = lookup(SCHEDULES, scheduler, "scheduler.scheduler", "scheduler")
         if scheduler == "step_decay" and decay_epochs <= 0:
             raise ConfigError(f"scheduler.decay_epochs must be > 0 for step_decay (epochs between decays), "
                               f"got {decay_epochs}")
         self.name, self.lr, self.num_epochs = scheduler, float(lr), num_epochs
         self.steps_per_epoch, self.accumulation = max(int(steps_per_epoch), 1), max(int(accumulation), 1)
+        if accumulation_lr not in ACCUMULATION_LR:
+            raise ConfigError(f"train.accumulation_lr must be one of {', '.join(ACCUMULATION_LR)}, "
+                              f"got {accumulation_lr!r}")
+        self.accumulation_lr = accumulation_lr
         self.warmup_epochs, self.warmup_factor = float(warmup_epochs), warmup_factor
         self.warmup_steps = math.ceil(self.steps_per_epoch * self.warmup_epochs)
         self.stair = lr_epoch_stair
@@ -73,6 +81,8 @@ class LRSchedule:
 
     def micro_step(self, update: int) -> int:
         """The micro-batch whose LR optimizer update ``update`` takes: the last of its accumulation window."""
+        if self.accumulation_lr == "mindocr":
+            return update
         epoch, index = divmod(update, max(self.steps_per_epoch // self.accumulation, 1))
         return epoch * self.steps_per_epoch + (index + 1) * self.accumulation - 1
 
@@ -88,6 +98,7 @@ class LRSchedule:
         """Settings that are legal but probably not what the user meant."""
         if self.warmup_epochs == 0 or self.warmup_epochs < self.num_epochs:
             return []
-        peak = self.at_micro_step(self.num_epochs * self.steps_per_epoch - 1)
+        updates = self.num_epochs * max(self.steps_per_epoch // self.accumulation, 1)
+        peak = self.at_micro_step(self.micro_step(updates - 1))
         return [f"scheduler.warmup_epochs ({self.warmup_epochs:g}) >= num_epochs ({self.num_epochs}): the whole run "
                 f"is warm-up and the LR peaks at {peak:.3g}, below scheduler.lr ({self.lr:g})"]

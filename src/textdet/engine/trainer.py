@@ -142,7 +142,8 @@ class Trainer:
         sc, oc = cfg.scheduler, cfg.optimizer
         self.schedule = LRSchedule(sc.scheduler, sc.lr, self.steps_per_epoch, sc.num_epochs, sc.warmup_epochs,
                                    sc.warmup_factor, sc.min_lr, sc.decay_epochs, sc.decay_rate, sc.milestones,
-                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair, self.accum)
+                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair, self.accum,
+                                   cfg.train.accumulation_lr)
         for w in self.schedule.warnings():
             logger.warning(w)
         self._optimizer = build_optimizer_in_background(model, oc.opt, sc.lr, oc.weight_decay, oc.momentum,
