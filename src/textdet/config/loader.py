@@ -212,6 +212,7 @@ def load_config(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -
 _CHOICES = {
     **dict.fromkeys(("system.amp_level", "system.amp_level_infer"), ("O0", "O1", "O2", "O3")),
     "system.mode": (0, 1),
+    "system.amp_dtype": ("bf16", "fp16", None),
     "system.ckpt_save_policy": ("top_k", "latest_k", None),
     "loss_scaler.type": ("static", "dynamic"),
     "model.type": ("det",),

@@ -184,5 +184,5 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
     model, path = build.load_model(cfg, ckpt)
     dev = pick_device(device)
     model.to(dev).eval()
-    amp = amp_settings(cfg.system.amp_level_infer, dev.type)
+    amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
     return timed_run(build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path)
