@@ -62,6 +62,8 @@ def test_padding_goes_bottom_right_and_records_the_real_region():
     hwc = PadCollate([(64, 96)])([{"image": np.ones((32, 64, 3), np.uint8)}])
     assert tuple(hwc["image"].shape) == (1, 64, 96, 3)
     assert int(hwc["image"].sum()) == 32 * 64 * 3
+    same = PadCollate()([{"image": first}, {"image": first}])
+    assert "valid_hw" not in same  # nothing padded: the plain batch, nothing to mask
 
 
 def test_batches_hold_one_bucket_each_in_sampler_order():

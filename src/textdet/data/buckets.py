@@ -106,7 +106,8 @@ class BucketBatchSampler(Sampler):
 class PadCollate:
     """Collate samples of different sizes: each image padded (zeros, bottom/right) to one shape, the smallest bucket
     holding the batch's largest height and width (without buckets: that height and width), and ``valid_hw`` (N, 2)
-    int64 = each image's real (h, w). Images: float (C, H, W), normalised in the workers, or uint8 (H, W, C)."""
+    int64 = each image's real (h, w); a batch that needs no padding is collated as it is. Images: float (C, H, W),
+    normalised in the workers, or uint8 (H, W, C)."""
 
     def __init__(self, buckets: Sequence[tuple[int, int]] | None = None) -> None:
         self.buckets = list(buckets) if buckets else None
@@ -120,6 +121,8 @@ class PadCollate:
         target = (max(size[0] for size in sizes), max(size[1] for size in sizes))
         if self.buckets is not None:
             target = self.buckets[bucket_for(target, self.buckets)]
+        if all(tuple(size) == target for size in sizes):  # nothing to pad: the plain batch, no mask to apply
+            return collate(samples)
         padded = []
         for sample, size in zip(samples, sizes, strict=True):
             image = sample["image"]
