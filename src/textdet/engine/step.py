@@ -33,8 +33,9 @@ class ForwardAndLoss(nn.Module):
         return self.loss_fn(preds, **targets)
 
 
-def compile_step(step: ForwardAndLoss, backend: str = "inductor", fullgraph: bool = True) -> Callable:
-    """``step`` under ``torch.compile(fullgraph=..., dynamic=False)``. DDP splits its graph at bucket boundaries,
+def compile_step(step: ForwardAndLoss, backend: str | Callable = "inductor", fullgraph: bool = True) -> Callable:
+    """``step`` under ``torch.compile(fullgraph=..., dynamic=False)`` (``backend``: a name or a callable such as
+    dynamo's CompileCounter). DDP splits its graph at bucket boundaries,
     so a step around a DDP model is compiled with ``fullgraph=False``."""
     return torch.compile(step, backend=backend, fullgraph=fullgraph, dynamic=False)
 
