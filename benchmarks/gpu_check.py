@@ -7,8 +7,10 @@ dynamic loss scaling and an injected overflow, bf16, O3, channels_last, torch.co
 (the persistent cache), the device-side bitmap threshold in evaluation (same metric as on the CPU),
 DDP at world size 1 with the device's backend (nccl on CUDA), ONNX Runtime's device provider when
 installed, the DB targets built on the device (train.targets_on_device: ms per batch, equality with the
-CPU's), then DBNet-R50 640x640 training img/s (fp32, fp16, bf16) and the data-wait share with the real
-loader on synthetic 1280x720 data. Under 5 minutes on one GPU.
+CPU's), the compiled training step (graph breaks, recompiles, compiled/eager step time), bucketed batched
+evaluation (eval.shape_buckets auto + batch 4 vs one image: f-score, img/s, distinct shapes), bf16 vs fp16
+(system.amp_dtype), then DBNet-R50 640x640 training img/s (fp32, fp16, bf16) and the data-wait share with the real
+loader on synthetic 1280x720 data. Not yet run on a GPU.
 Without an accelerator it says so and exits 0 at once.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -90,7 +93,7 @@ def _steps(t, n: int = 3) -> list[float]:
 
 def check_fp16_loss_scaling_overflow(ctx: dict) -> dict:
     t = trainer(ctx["root"], ctx["tmp"] + "/fp16", ctx["device"], **{"system.amp_level": "O2",
-                "loss_scaler.type": "dynamic", "loss_scaler.loss_scale": 1024})
+                "system.amp_dtype": "fp16", "loss_scaler.type": "dynamic", "loss_scaler.loss_scale": 1024})
     assert t.amp.dtype == torch.float16 and t.scaler.enabled
     losses = _steps(t, 2)
     batch = next(iter(t.train_loader))
@@ -105,9 +108,115 @@ def check_fp16_loss_scaling_overflow(ctx: dict) -> dict:
 
 
 def check_bf16(ctx: dict) -> dict:
-    t = trainer(ctx["root"], ctx["tmp"] + "/bf16", ctx["device"], **{"system.amp_level": "O2"})
-    t.amp.dtype, t.scaler.enabled = torch.bfloat16, False  # bf16 autocast on the accelerator, no scaling
+    t = trainer(ctx["root"], ctx["tmp"] + "/bf16", ctx["device"], **{"system.amp_level": "O2",
+                "system.amp_dtype": "bf16"})
+    assert t.amp.dtype == torch.bfloat16 and not t.scaler.enabled, "bf16 autocast must run without loss scaling"
     return {"losses": _steps(t)}
+
+
+def _step_seconds(t, n: int) -> list[float]:
+    """Seconds of each of ``n`` full training steps (synchronised), and that every loss is finite."""
+    from textdet.engine.feed import Prefetcher
+
+    device = torch.device(t.device)
+    times = []
+    for i, batch in enumerate(Prefetcher(t.train_loader, t.feed)):
+        if i == n:
+            break
+        dev.synchronize(device)
+        start = time.perf_counter()
+        loss = t.train_step(batch, sync=True)["loss"]
+        t.optimizer_step()
+        dev.synchronize(device)
+        times.append(time.perf_counter() - start)
+        assert torch.isfinite(loss).item(), f"step {i}: loss {loss}"
+    return times
+
+
+def check_compiled_step(ctx: dict) -> dict:
+    """system.mode 0's step: forward + DB loss in one ``fullgraph=True`` graph (engine/step.py) over 6 steps of a
+    fixed batch shape: frames compiled (1 = no recompile), graph breaks, recompiles, compiled/eager step time."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from torch._dynamo.utils import counters
+
+    from textdet.engine.step import compile_step
+
+    t = trainer(ctx["root"], ctx["tmp"] + "/compiled", ctx["device"], **{"train.loader.drop_remainder": True})
+    eager = _step_seconds(t, 6)[1:]  # the first step warms the kernels
+    torch._dynamo.reset()
+    counters.clear()
+    counter = CompileCounterWithBackend(ctx.get("compile_backend", "inductor"))
+    t.loss_step, t.compiled = compile_step(t.loss_step, backend=counter), True
+    compiled = _step_seconds(t, 6)
+    eager_ms, compiled_ms = 1000 * sorted(eager)[2], 1000 * sorted(compiled[1:])[2]
+    result = {"frames": counter.frame_count, "graph_breaks": sum(counters["graph_break"].values()),
+              "recompiles": counter.frame_count - 1, "eager_step_ms": round(eager_ms, 2),
+              "compiled_step_ms": round(compiled_ms, 2), "compiled_over_eager": round(compiled_ms / eager_ms, 3),
+              "first_compiled_step_s": round(compiled[0], 1)}
+    assert result["graph_breaks"] == 0 and counter.frame_count <= 2, f"graph breaks or recompiles: {result}"
+    return result
+
+
+def _mixed_size_set(tmp: str) -> str:
+    """8 synthetic images of two sizes (4 of 256x192, 4 of 448x336) in one folder, labelled in mixed_gt.txt."""
+    from textdet.data.synth import generate_dataset
+
+    source, root = os.path.join(tmp, "mixed_source"), os.path.join(tmp, "mixed")
+    generate_dataset(source, n_train=0, n_val=4, seed=1, size=(256, 192), n_heldout=4, progress=False)
+    os.makedirs(os.path.join(root, "images"), exist_ok=True)
+    lines = []
+    for split, label_file in (("val", "test_gt.txt"), ("heldout", "heldout_gt.txt")):
+        with open(os.path.join(source, label_file), encoding="utf-8") as f:
+            for line in f:
+                name, annotations = line.split("\t", 1)
+                target = os.path.join(root, "images", f"{split}_{name}")
+                shutil.copy(os.path.join(source, split, "images", name), target)
+                lines.append(f"{split}_{name}\t{annotations}")
+    with open(os.path.join(root, "mixed_gt.txt"), "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    return root
+
+
+def check_bucketed_eval(ctx: dict) -> dict:
+    """eval.shape_buckets auto + batch 4 against one image at a time, same (random) weights, on images of two sizes
+    at their own size (DetResize limit_type none): f-score difference, img/s of each, distinct input shapes."""
+    from textdet.config import load_config
+    from textdet.engine.evaluator import evaluate_checkpoint
+
+    run = os.path.join(ctx["tmp"], "bucketrun")
+    os.makedirs(run, exist_ok=True)
+    ckpt = os.path.join(run, "random.ckpt")
+    torch.manual_seed(0)
+    t = trainer(ctx["root"], run, "cpu")
+    torch.save({"model": t.model.state_dict()}, ckpt)
+    resize = "eval.dataset.transform_pipeline.2.DetResize"
+    mixed = {"eval.dataset.dataset_root": _mixed_size_set(ctx["tmp"]), "eval.dataset.data_dir": "images",
+             "eval.dataset.label_file": "mixed_gt.txt", f"{resize}.target_size": "null", f"{resize}.limit_type": "none"}
+    plain = evaluate_checkpoint(load_config(RECIPE, overrides(ctx["root"], run, **mixed, **{
+        "eval.loader.batch_size": 1})), ckpt=ckpt, device=ctx["device"])
+    bucketed = evaluate_checkpoint(load_config(RECIPE, overrides(ctx["root"], run, **mixed, **{
+        "eval.loader.batch_size": 4, "eval.shape_buckets": "auto"})), ckpt=ckpt, device=ctx["device"])
+    result = {"f_score_plain": plain["f-score"], "f_score_bucketed": bucketed["f-score"],
+              "input_shapes_plain": plain["input_shapes"], "input_shapes_bucketed": bucketed["input_shapes"],
+              "img_per_s_plain": round(plain["img_per_s"], 2), "img_per_s_bucketed": round(bucketed["img_per_s"], 2)}
+    assert abs(plain["f-score"] - bucketed["f-score"]) <= 0.002, f"f-scores differ: {result}"
+    assert bucketed["input_shapes"] <= 6, f"too many shapes: {result}"
+    return result
+
+
+def check_bf16_vs_fp16(ctx: dict) -> dict:
+    """system.amp_dtype: 4 steps each; bf16 (where the device has it) without loss scaling, fp16 with it."""
+    result = {"device_default": str(dev.half_dtype(torch.device(ctx["device"]).type)).replace("torch.", "")}
+    for name in ("bf16", "fp16"):
+        if name == "bf16" and not dev.supports_bf16(torch.device(ctx["device"]).type):
+            result[name] = {"skipped": "no bf16 on this device"}
+            continue
+        t = trainer(ctx["root"], ctx["tmp"] + "/" + name, ctx["device"], **{"system.amp_level": "O2",
+                    "system.amp_dtype": name, "loss_scaler.type": "dynamic", "loss_scaler.loss_scale": 1024})
+        assert t.scaler.enabled == (name == "fp16"), f"{name}: loss scaling {t.scaler.enabled}"
+        seconds = _step_seconds(t, 4)
+        result[name] = {"step_ms": round(1000 * sorted(seconds[1:])[1], 2), "loss_scaling": t.scaler.enabled}
+    return result
 
 
 def check_o3_and_channels_last(ctx: dict) -> dict:
@@ -267,6 +376,9 @@ CHECKS = {
     "ddp_world_size_1": check_ddp_world_1,
     "onnxruntime_provider": check_onnxruntime_provider,
     "targets_on_device": check_targets_on_device,
+    "compiled_step": check_compiled_step,
+    "bucketed_eval": check_bucketed_eval,
+    "bf16_vs_fp16": check_bf16_vs_fp16,
     "r50_throughput": check_r50_throughput,
 }
 
@@ -275,7 +387,7 @@ def make_context(device: str, tmp: str) -> dict:
     from textdet.data.synth import generate_dataset
 
     root = os.path.join(tmp, "synth")
-    generate_dataset(root, n_train=16, n_val=4, seed=0, size=(256, 192), progress=False)
+    generate_dataset(root, n_train=16, n_val=4, seed=0, size=(256, 192), n_heldout=4, progress=False)  # eval: heldout/
     return {"device": device, "tmp": tmp, "root": root}
 
 

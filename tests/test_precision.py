@@ -148,6 +148,7 @@ def test_bad_device_names_say_what_to_do(fake_accelerator):
 
 def test_half_dtype_and_distributed_backend_follow_the_device(monkeypatch):
     assert amp_settings("O2", "cpu").dtype == torch.bfloat16
+    monkeypatch.setattr(device, "supports_bf16", lambda kind: kind == "cpu")  # accelerators without bf16: fp16
     for kind in ("cuda", "npu", "xpu", "mps"):
         assert amp_settings("O1", kind).dtype == torch.float16 and amp_settings("O2", kind).needs_scaling
     monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)

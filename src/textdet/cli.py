@@ -287,7 +287,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     result["protocol"] = cfg.metric.get("protocol", "icdar15")
     line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
             f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
-            f"checkpoint {result['checkpoint']})")
+            f"{result['input_shapes']} input shape(s), checkpoint {result['checkpoint']})")
     print(json.dumps(result) if args.json else line + ("\n" + sweep_report(result["sweep"]) if args.sweep else ""))
     return 0
 

@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from textdet.errors import TextdetError
+from textdet.errors import ConfigError, TextdetError
 
 # Distributed backends; torch_npu registers "npu" -> "hccl" on import, this table is the fallback.
 _BACKENDS = {"cuda": "nccl", "npu": "hccl", "xpu": "xccl"}
@@ -66,9 +66,36 @@ def compiles_by_default(device_type: str) -> bool:
     return device_type == "cuda"
 
 
-def half_dtype(device_type: str) -> torch.dtype:
-    """Autocast dtype for O1-O3: bf16 on the CPU (no fp16 kernels worth using), fp16 on accelerators."""
-    return torch.bfloat16 if device_type == "cpu" else torch.float16
+HALF_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}  # system.amp_dtype
+
+
+def supports_bf16(device_type: str) -> bool:
+    """Whether ``device_type`` computes in bf16: the CPU always (emulated without AVX512-BF16/AMX, see
+    ``cpu_bf16_fast``); an accelerator when its torch module says so (CUDA from Ampere on: A100, H100; Ascend
+    910B through torch_npu), else not (V100, T4, or a module without ``is_bf16_supported``)."""
+    if device_type == "cpu":
+        return True
+    check = getattr(getattr(torch, device_type, None), "is_bf16_supported", None)
+    if check is None:
+        return False
+    try:
+        return bool(check())
+    except (RuntimeError, AssertionError):  # a torch built without this device's runtime
+        return False
+
+
+def half_dtype(device_type: str, requested: str | None = None) -> torch.dtype:
+    """Autocast dtype for O1-O3, ``system.amp_dtype``: ``requested`` "bf16" or "fp16"; None = bf16 where the device
+    supports it (no loss scaling, and the fp16 DB-head NaNs PaddleOCR met never happen), fp16 otherwise."""
+    if requested is None:
+        return torch.bfloat16 if supports_bf16(device_type) else torch.float16
+    if requested not in HALF_TYPES:
+        raise ConfigError(f"system.amp_dtype must be one of {list(HALF_TYPES)}, got {requested!r}")
+    if requested == "bf16" and not supports_bf16(device_type):
+        raise ConfigError(f"system.amp_dtype: bf16, but this {device_type} device has no bf16 support (torch."
+                          f"{device_type}.is_bf16_supported() is False): set system.amp_dtype: fp16 (loss scaling "
+                          "on) or remove the key")
+    return HALF_TYPES[requested]
 
 
 def dist_backend(device_type: str) -> str:

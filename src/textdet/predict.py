@@ -152,8 +152,8 @@ class Detector:
         model, _ = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
         postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
-        return cls(TorchRunner(model, dev, amp_settings(cfg.system.amp_level_infer, dev.type)), preprocess,
-                   postprocess, batch_size)
+        amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
+        return cls(TorchRunner(model, dev, amp), preprocess, postprocess, batch_size)
 
     @classmethod
     def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,

@@ -172,7 +172,7 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     device = _device(args.device)
     h, w = train_crop(cfg)
     bs = cfg.train.loader.batch_size
-    amp = amp_settings(cfg.system.amp_level, device.type)
+    amp = amp_settings(cfg.system.amp_level, device.type, cfg.system.amp_dtype)
     model = build.build_model_from_config(cfg, pretrained_backbone=False).to(device)  # weights don't change speed
     if device.type != "cpu":
         model.to(memory_format=torch.channels_last)

@@ -35,6 +35,10 @@ def run_doctor() -> int:
         print(f"{kind}:{i:<10} {torch.get_device_module(kind).get_device_name(i)}")
     if not kind:
         print("accelerator   none: training runs on the CPU (eager; amp O1/O2 use bf16 here)")
+    for kind_name in ("cpu", *([kind] if kind else [])):
+        half = "bf16" if device.supports_bf16(kind_name) else "fp16 (no bf16 here)"
+        print(f"{kind_name + ' half':<13} {half}: amp_level O1-O3 default (system.amp_dtype: bf16 | fp16 to choose; "
+              "loss scaling with fp16 only)")
     fast = device.cpu_bf16_fast()
     print("cpu bf16      " + ("fast (AVX512-BF16/AMX): amp_level O2 can train faster than fp32 here" if fast
                               else "emulated (no AVX512-BF16/AMX): keep amp_level O0 on this CPU"))

@@ -212,6 +212,7 @@ def load_config(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -
 _CHOICES = {
     **dict.fromkeys(("system.amp_level", "system.amp_level_infer"), ("O0", "O1", "O2", "O3")),
     "system.mode": (0, 1),
+    "system.amp_dtype": ("bf16", "fp16", None),
     "system.ckpt_save_policy": ("top_k", "latest_k", None),
     "loss_scaler.type": ("static", "dynamic"),
     "model.type": ("det",),
@@ -242,10 +243,29 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
     if interval not in ("auto", "off", False) and (type(interval) is not int or interval < 0):
         raise ConfigError(f"{meta.where('train.ckpt_interval_steps')}: 'train.ckpt_interval_steps' must be a step "
                           f"count >= 0, 'auto' (every 10 minutes) or 'off', got {interval!r}")
+    parse_buckets(cfg.eval.shape_buckets, meta.where("eval.shape_buckets"))
     timeout = cfg.train.step_timeout
     if timeout != "auto" and (isinstance(timeout, (bool, str)) or timeout <= 0):
         raise ConfigError(f"{meta.where('train.step_timeout')}: 'train.step_timeout' must be seconds > 0 or 'auto' "
                           f"(10 minutes, then 20x the median step), got {timeout!r}")
+
+
+def parse_buckets(value: Any, where: str = "eval.shape_buckets") -> str | list[tuple[int, int]] | None:
+    """``eval.shape_buckets`` as given: None (off), "auto", or [H, W] pairs of positive integers (smallest area
+    first, duplicates dropped); ``where``: the file:line or -o the value came from, for the error."""
+    if value is None or value == "auto":
+        return value
+    pairs = value if isinstance(value, list) and value else None
+    shapes = []
+    for pair in pairs or []:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(type(x) is int and x > 0 for x in pair)):
+            pairs = None
+            break
+        shapes.append((pair[0], pair[1]))
+    if pairs is None:
+        raise ConfigError(f"{where}: eval.shape_buckets must be auto or a list of [H, W] pairs of positive "
+                          f"integers, e.g. [[736, 1280], [1280, 736]], got {value!r}")
+    return sorted(set(shapes), key=lambda s: (s[0] * s[1], s))
 
 
 def log_level(value: str) -> int | None:

@@ -13,6 +13,7 @@ class SystemConfig:
     device_id: int = 0
     amp_level: str = "O0"
     amp_level_infer: str = "O0"
+    amp_dtype: str | None = None  # textdet: bf16 | fp16 for amp O1-O3; absent = bf16 where the device has it
     seed: int = 42
     deterministic: bool = False  # textdet: deterministic kernels (bit-exact resume on a GPU, slower)
     log_level: str = "logging.INFO"
@@ -142,6 +143,8 @@ class EvalConfig:
     pred_cast_fp32: bool | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
+    # textdet: pad each resized image to the smallest of a few [H, W] shapes (auto = chosen from the data set)
+    shape_buckets: str | list | None = None
 
 
 @dataclass

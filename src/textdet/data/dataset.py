@@ -159,9 +159,11 @@ def keep_freed_memory(worker_id: int | None = None) -> bool:
 def build_loader(
     dataset: DetDataset, batch_size: int, shuffle: bool, drop_remainder: bool, num_workers: int, seed: int,
     rank: int = 0, world_size: int = 1, pin_memory: bool = False, prefetch_factor: int = 2,
-    persistent_workers: bool = True, pad_shards: bool = True,
+    persistent_workers: bool = True, pad_shards: bool = True, collate_fn: Callable = collate,
+    batches: Callable[[Sampler, int], Sampler] | None = None,
 ) -> DataLoader:
-    """A DataLoader over ``dataset`` with per-sample seeding and rank sharding."""
+    """A DataLoader over ``dataset`` with per-sample seeding and rank sharding; ``batches(sampler, batch_size)``:
+    a batch sampler over the rank's samples (the shape buckets of evaluation), else batches in sampler order."""
     sampler = EpochSampler(len(dataset), shuffle, seed, rank, world_size, pad=pad_shards)
     if drop_remainder and len(sampler) < batch_size:
         raise DataError(f"the data set has {len(dataset)} samples ({len(sampler)} per process) but batch_size is "
@@ -175,5 +177,8 @@ def build_loader(
                       worker_init_fn=keep_freed_memory)
     else:  # the pipeline runs in this process
         keep_freed_memory()
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_remainder,
-                      num_workers=num_workers, collate_fn=collate, pin_memory=pin_memory, **kwargs)
+    if batches is not None:
+        kwargs["batch_sampler"] = batches(sampler, batch_size)
+    else:
+        kwargs.update(batch_size=batch_size, sampler=sampler, drop_last=drop_remainder)
+    return DataLoader(dataset, num_workers=num_workers, collate_fn=collate_fn, pin_memory=pin_memory, **kwargs)

@@ -1,6 +1,6 @@
-"""MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms: O0 fp32; O1/O2 autocast (fp16 on accelerators,
-bf16 on CPU) with BN and the DB losses in fp32; O3 runs as O2; loss scaling only for fp16. Why: docs/DESIGN_NOTES.md
-("engine and cli")."""
+"""MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms: O0 fp32; O1/O2 autocast in ``system.amp_dtype``
+(bf16 where the device supports it, else fp16) with BN and the DB losses in fp32; O3 runs as O2; loss scaling only
+for fp16. Why: docs/DESIGN_NOTES.md ("engine and cli")."""
 
 from __future__ import annotations
 
@@ -36,12 +36,13 @@ class AmpSettings:
         return self.level if self.dtype is None else f"{self.level} ({str(self.dtype).replace('torch.', '')})"
 
 
-def amp_settings(level: str, device_type: str) -> AmpSettings:
+def amp_settings(level: str, device_type: str, amp_dtype: str | None = None) -> AmpSettings:
+    """``amp_dtype``: ``system.amp_dtype`` ("bf16", "fp16", None = the device's default, see ``half_dtype``)."""
     if level == "O0":
         return AmpSettings(level, device_type, None)
     if level == "O3":
         logger.info("amp_level O3 runs as O2 (autocast, fp32 master weights): pure half weights lose small updates")
-    return AmpSettings(level, device_type, half_dtype(device_type))
+    return AmpSettings(level, device_type, half_dtype(device_type, amp_dtype))
 
 
 class LossScaler:

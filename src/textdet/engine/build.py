@@ -12,10 +12,11 @@ from torch import nn
 from textdet.config import Config
 from textdet.config.components import check_kwargs, lookup
 from textdet.config.loader import located
-from textdet.data.dataset import DetDataset, build_loader
+from textdet.data.dataset import DetDataset, build_loader, collate
 from textdet.data.device_targets import device_columns
 from textdet.data.pipeline import Compose, FusedNormalize
 from textdet.data.resize import NormalizeImage, ToCHWImage
+from textdet.engine.buckets import EvalBatching, eval_batching
 from textdet.engine.checkpoint import load_weights, resolve_ckpt
 from textdet.engine.validate import MODEL_PRESETS, build_section, model_specs
 from textdet.engine.validate import build_pipeline as build_pipeline  # build.* for the commands
@@ -136,8 +137,9 @@ def build_split_loader(cfg: Config, split: str, dataset: DetDataset, rank: int, 
     lc = getattr(cfg, split).loader
     train = split == "train"
     workers = worker_count(lc.num_workers, world_size, f"{split}.loader.num_workers")
+    batching = EvalBatching(collate) if train else eval_batching(cfg, dataset, lc.batch_size)
     return build_loader(dataset, batch_size=lc.batch_size, shuffle=lc.shuffle and train,
                         drop_remainder=lc.drop_remainder if train else False, num_workers=workers,
                         seed=cfg.system.seed, rank=rank, world_size=world_size, pin_memory=device.type != "cpu",
                         prefetch_factor=lc.prefetch_factor, persistent_workers=lc.persistent_workers,
-                        pad_shards=train)
+                        pad_shards=train, collate_fn=batching.collate_fn, batches=batching.batches)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -17,6 +18,7 @@ from textdet.data.pipeline import Compose
 from textdet.device import is_accelerator, pick_device
 from textdet.engine import build, distributed
 from textdet.engine.amp import AmpSettings, amp_settings
+from textdet.engine.buckets import mask_padding
 from textdet.engine.feed import DeviceInput
 from textdet.engine.validate import validate
 
@@ -95,12 +97,14 @@ class Evaluator:
         self.loader, self.postprocess, self.metric, self.sweep = loader, postprocess, metric, sweep
         self.feed, self.amp, self.progress = feed, amp, progress
         self.images = 0
+        self.shapes: Counter = Counter()
         self.parts: dict[str, float] = {}
 
-    def _host_maps(self, preds: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The probability map to the host (on an accelerator also the bitmap, thresholded there: 4x fewer bytes)."""
+    def _host_maps(self, preds: dict[str, torch.Tensor], valid_hw: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The probability map to the host (on an accelerator also the bitmap, thresholded there: 4x fewer bytes),
+        zero outside each image's real region when the batch was padded (``valid_hw``)."""
         name = getattr(self.postprocess, "pred_name", "binary")
-        prob = preds[name]
+        prob = preds[name] if valid_hw is None else mask_padding(preds[name], valid_hw)
         out = {name: prob.float().cpu()}
         thresh = getattr(self.postprocess, "binary_thresh", None)
         if prob.device.type != "cpu" and thresh is not None:
@@ -128,6 +132,7 @@ class Evaluator:
         if self.sweep is not None:
             self.sweep.reset()
         self.images = 0
+        self.shapes: Counter = Counter()  # input shapes (H, W) -> batches: a graph compiler builds one graph each
         self.parts = dict.fromkeys(("data", "forward", "postprocess", "metric"), 0.0)
         bar = progress_bar(self.progress and distributed.is_main(), len(self.loader), "eval")
         pending, tick = None, time.perf_counter()
@@ -136,8 +141,9 @@ class Evaluator:
                 start = time.perf_counter()
                 self.parts["data"] += start - tick
                 images = self.feed.images(batch["image"])
+                self.shapes[tuple(images.shape[-2:])] += 1
                 with self.amp.context():
-                    host = self._host_maps(model(images))
+                    host = self._host_maps(model(images), batch.get("valid_hw"))
                 self.parts["forward"] += time.perf_counter() - start
                 if pending is not None:  # at most one batch scored while the next one runs the model
                     pending.result()
@@ -161,7 +167,7 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
     perf = evaluator.run(model)
     dt = time.perf_counter() - t0
     out = {**perf, "images": evaluator.images, "eval_time": dt, "img_per_s": evaluator.images / max(dt, 1e-9),
-           "checkpoint": os.path.abspath(checkpoint)}
+           "input_shapes": len(evaluator.shapes), "checkpoint": os.path.abspath(checkpoint)}
     if evaluator.sweep is not None:
         out["sweep"] = evaluator.sweep.results()
     return out
@@ -184,5 +190,5 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
     model, path = build.load_model(cfg, ckpt)
     dev = pick_device(device)
     model.to(dev).eval()
-    amp = amp_settings(cfg.system.amp_level_infer, dev.type)
+    amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
     return timed_run(build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path)

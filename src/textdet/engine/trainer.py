@@ -32,6 +32,7 @@ from textdet.engine.resume import RunShape, continue_at
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
+from textdet.engine.step import ForwardAndLoss, compile_report, compile_step
 from textdet.engine.validate import LOSS_COLUMNS, train_splits, validate
 from textdet.errors import ConfigError, TrainingDiverged
 from textdet.models import count_parameters
@@ -83,9 +84,9 @@ class Trainer:
         if self.evaluate_enabled:
             eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
                                                    self.device)
+            eval_amp = amp_settings(cfg.system.amp_level_infer, self.device.type, cfg.system.amp_dtype)
             self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,  # precision as `textdet eval`
-                                       DeviceInput(self.device, self.eval_normalize),
-                                       amp_settings(cfg.system.amp_level_infer, self.device.type), self.progress)
+                                       DeviceInput(self.device, self.eval_normalize), eval_amp, self.progress)
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
@@ -118,7 +119,7 @@ class Trainer:
     def _build_model(self, resume_path: str | None) -> None:
         """Model (ImageNet weights skipped when resuming), loss and precision settings."""
         cfg = self.cfg
-        self.amp = amp_settings(cfg.system.amp_level, self.device.type)
+        self.amp = amp_settings(cfg.system.amp_level, self.device.type, cfg.system.amp_dtype)
         model = build.build_model_from_config(cfg, pretrained_backbone=False if resume_path else None)
         freeze_parts(model, cfg.train.freeze)
         self.startup.mark("model build + weights")
@@ -178,9 +179,10 @@ class Trainer:
         if self.dist.enabled:
             ids = [self.device.index] if is_accelerator(self.device) else None
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        if self.compiled:
+        self.loss_step = ForwardAndLoss(self.forward_model, self.loss_fn, self.amp)
+        if self.compiled:  # one graph, a graph break fails the first step; DDP splits its graph at buckets
             enable_compile_cache()
-            self.forward_model = torch.compile(self.forward_model)
+            self.loss_step = compile_step(self.loss_step, fullgraph=not self.dist.enabled)
         self.startup.mark("optimizer + wrappers")
 
     def _resume(self, path: str) -> None:
@@ -318,12 +320,10 @@ class Trainer:
     def train_step(self, batch: dict, sync: bool) -> dict[str, torch.Tensor]:
         """Forward, loss and backward of one micro-batch; gradients are synced only on the last one."""
         no_sync = self.forward_model.no_sync if (self.dist.enabled and not sync) else contextlib.nullcontext
+        targets = {k: batch[k] for k in LOSS_COLUMNS if k in batch}
         with no_sync():
-            self.phases.enter("forward")
-            with self.amp.context():
-                preds = self.forward_model(batch["image"])
-            self.phases.enter("loss")
-            losses = self.loss_fn(preds, **{k: batch[k] for k in LOSS_COLUMNS if k in batch})
+            self.phases.enter("forward")  # compiled: forward and loss are one graph, timed as "forward"
+            losses = self.loss_step(batch["image"], targets, None if self.compiled else self.phases)
             self.phases.enter("backward")
             self.scaler.scale_loss(losses["loss"] / self.accum).backward()
         return losses
@@ -375,14 +375,12 @@ class Trainer:
             self.startup.write(os.path.join(self.run_dir, "startup.json"))
 
     def _report_compile(self, summary: dict, steps: int) -> None:
-        """Compile time = first step minus a typical later step (compilation happens inside the first step)."""
-        if not self.compiled or steps < 2:
+        """The compile time in the log and startup.json (step.compile_report says how it is estimated)."""
+        report = compile_report(self.first_step_s, summary["time"], steps) if self.compiled else None
+        if report is None:
             return
-        typical = (summary["time"] - self.first_step_s) / (steps - 1)
-        compile_s = max(self.first_step_s - typical, 0.0)
-        self.startup.totals["compile_estimated"] = compile_s
-        logger.info("torch.compile: about %.1f s (first step %.1f s, later steps %.3f s each)", compile_s,
-                    self.first_step_s, typical)
+        self.startup.totals["compile_estimated"] = report[0]
+        logger.info(report[1])
         if self.main:
             self.startup.write(os.path.join(self.run_dir, "startup.json"))
 
