@@ -105,6 +105,12 @@ def test_truncated_events_keep_every_step_once(tmp_path):
             writer.add_scalar("step/loss", 1.0 / step, step)
         writer.close()
     assert scalar_steps(str(tmp_path)) == {"step/loss": [1, 2, 3, 4, 5]}
+    # files are read in the order they were written, whatever their names sort as (the writers' counters
+    # sort as text: ".10" before ".9")
+    first, second = sorted(tmp_path.iterdir(), key=lambda path: path.stat().st_mtime_ns)
+    first.rename(tmp_path / "events.out.tfevents.z")
+    second.rename(tmp_path / "events.out.tfevents.a")
+    assert scalar_steps(str(tmp_path)) == {"step/loss": [1, 2, 3, 4, 5]}
 
 
 @pytest.mark.slow

@@ -41,8 +41,20 @@ def scalar_steps(tb_dir: str) -> dict[str, list[int]]:
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
     steps: dict[str, list[int]] = {}
-    for path in sorted(glob.glob(os.path.join(tb_dir, "events.out.tfevents.*"))):
+    for path in _in_write_order(glob.glob(os.path.join(tb_dir, "events.out.tfevents.*"))):
         for event in EventFileLoader(path).Load():
             for value in event.summary.value:
                 steps.setdefault(value.tag, []).append(event.step)
     return steps
+
+
+def _in_write_order(paths: list[str]) -> list[str]:
+    """Event files in the order they were started: by their first record's wall time. Their names do not sort
+    so: two writers started in the same second differ only by a counter that sorts as text ("10" before "9")."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    def started(path: str) -> float:
+        first = next(iter(EventFileLoader(path).Load()), None)
+        return first.wall_time if first is not None else float("inf")
+
+    return sorted(paths, key=lambda path: (started(path), path))
