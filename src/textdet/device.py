@@ -1,6 +1,6 @@
 """Every device-specific decision in one place: which device, its streams, sync, memory, half dtype, backend.
-Built on ``torch.accelerator`` so CUDA, Ascend NPU (``torch_npu``), XPU and MPS share one code path; the rest of
-textdet asks ``is_accelerator(device)`` and never names a vendor."""
+Built on ``torch.accelerator`` so CUDA, Ascend NPU (``torch_npu``), XPU and MPS share one code path; the rest
+of textdet asks ``is_accelerator(device)`` and never names a vendor."""
 
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ def is_accelerator(device: torch.device) -> bool:
 
 
 def compiles_by_default(device_type: str) -> bool:
-    """``--compile auto``: torch.compile on CUDA only, the one accelerator its help names; inductor on NPU, MPS and
-    XPU is untested here."""
+    """``--compile auto``: torch.compile on CUDA only, the one accelerator its help names; inductor on NPU,
+    MPS and XPU is untested here."""
     return device_type == "cuda"
 
 
@@ -85,22 +85,27 @@ def supports_bf16(device_type: str) -> bool:
 
 
 def half_dtype(device_type: str, requested: str | None = None) -> torch.dtype:
-    """Autocast dtype for O1-O3, ``system.amp_dtype``: ``requested`` "bf16" or "fp16"; None = bf16 where the device
-    supports it (no loss scaling, and the fp16 DB-head NaNs PaddleOCR met never happen), fp16 otherwise."""
+    """Autocast dtype for O1-O3, ``system.amp_dtype``: ``requested`` "bf16" or "fp16"; None = bf16 where the
+    device supports it (no loss scaling, and the fp16 DB-head NaNs PaddleOCR met never happen), fp16
+    otherwise."""
     if requested is None:
         return torch.bfloat16 if supports_bf16(device_type) else torch.float16
     if requested not in HALF_TYPES:
         raise ConfigError(f"system.amp_dtype must be one of {list(HALF_TYPES)}, got {requested!r}")
     if requested == "bf16" and not supports_bf16(device_type):
-        raise ConfigError(f"system.amp_dtype: bf16, but this {device_type} device has no bf16 support (torch."
-                          f"{device_type}.is_bf16_supported() is False): set system.amp_dtype: fp16 (loss scaling "
-                          "on) or remove the key")
+        raise ConfigError(
+            f"system.amp_dtype: bf16, but this {device_type} device has no bf16 support (torch."
+            f"{device_type}.is_bf16_supported() is False): set system.amp_dtype: fp16 (loss scaling "
+            "on) or remove the key"
+        )
     return HALF_TYPES[requested]
 
 
 def dist_backend(device_type: str) -> str:
     """nccl on CUDA, hccl on Ascend, xccl on XPU, gloo otherwise (or when the library is missing)."""
-    backend = torch.distributed.Backend.default_device_backend_map.get(device_type) or _BACKENDS.get(device_type)
+    backend = torch.distributed.Backend.default_device_backend_map.get(device_type) or _BACKENDS.get(
+        device_type
+    )
     if backend == "nccl" and not torch.distributed.is_nccl_available():
         return "gloo"
     return backend or "gloo"
@@ -110,8 +115,10 @@ def set_device(device_type: str, index: int) -> None:
     """Bind this process to accelerator ``index`` (torchrun's LOCAL_RANK); checks it exists."""
     n = torch.accelerator.device_count()
     if index >= n:
-        raise TextdetError(f"LOCAL_RANK={index} but only {n} {device_type} device(s) are visible: lower "
-                           "--nproc_per_node or check the visible-devices variable")
+        raise TextdetError(
+            f"LOCAL_RANK={index} but only {n} {device_type} device(s) are visible: lower "
+            "--nproc_per_node or check the visible-devices variable"
+        )
     torch.accelerator.set_device_index(index)
 
 
@@ -145,8 +152,8 @@ def max_memory_gib(device: torch.device) -> float | None:
 
 
 def rng_state() -> dict:
-    """The current accelerator's RNG state for a checkpoint (empty without one): that device's generator only, so a
-    resume with fewer visible devices still loads, and MPS (no ``get_rng_state_all``) works too."""
+    """The current accelerator's RNG state for a checkpoint (empty without one): that device's generator only,
+    so a resume with fewer visible devices still loads, and MPS (no ``get_rng_state_all``) works too."""
     kind = accelerator()
     return {kind: torch.get_device_module(kind).get_rng_state()} if kind else {}
 
@@ -155,15 +162,17 @@ def set_rng_state(state: dict) -> None:
     """Restore ``rng_state()``'s generator on the current device; states of another device type are ignored."""
     kind = accelerator()
     saved = state.get(kind) if kind else None
-    if isinstance(saved, torch.Tensor):  # older checkpoints held a list per visible device: nothing to restore
+    if isinstance(
+        saved, torch.Tensor
+    ):  # older checkpoints held a list per visible device: nothing to restore
         torch.get_device_module(kind).set_rng_state(saved)
 
 
 def set_deterministic(enabled: bool) -> None:
-    """``system.deterministic``: deterministic kernels only (an op without one raises, naming it) and cuDNN without
-    autotuning, for a bit-exact resume on a GPU. It costs speed (cuDNN may not pick its fastest convolution; some ops
-    fall back to slower kernels), not measured here: not yet run on a GPU. cuBLAS needs its workspace variable set
-    before the first matrix product to be deterministic."""
+    """``system.deterministic``: deterministic kernels only (an op without one raises, naming it) and cuDNN
+    without autotuning, for a bit-exact resume on a GPU. It costs speed (cuDNN may not pick its fastest
+    convolution; some ops fall back to slower kernels), not measured here: not yet run on a GPU. cuBLAS needs
+    its workspace variable set before the first matrix product to be deterministic."""
     if not enabled:
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -188,15 +197,23 @@ def ort_providers(device: str | None, available: list[str]) -> list:
     if kind == "cpu":
         return ["CPUExecutionProvider"]
     if kind not in _ORT:
-        raise TextdetError(f"--device {device}: expected cpu, {', '.join(f'{k} or {k}:N' for k in _ORT)} for an ONNX "
-                           "model")
+        raise TextdetError(
+            f"--device {device}: expected cpu, {', '.join(f'{k} or {k}:N' for k in _ORT)} for an ONNX model"
+        )
     if _ORT[kind] not in available:
-        raise TextdetError(f"--device {device}: this onnxruntime has no {_ORT[kind]} (available: {available}); "
-                           "install the onnxruntime build for it, or use --device cpu")
+        raise TextdetError(
+            f"--device {device}: this onnxruntime has no {_ORT[kind]} (available: {available}); "
+            "install the onnxruntime build for it, or use --device cpu"
+        )
     return [(_ORT[kind], {"device_id": int(index or 0)}), "CPUExecutionProvider"]
 
+
 # The variable that limits which devices a process sees, per device type (the distributed pre-flight reads it).
-VISIBLE_DEVICE_VARS = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK"}
+VISIBLE_DEVICE_VARS = {
+    "cuda": "CUDA_VISIBLE_DEVICES",
+    "npu": "ASCEND_RT_VISIBLE_DEVICES",
+    "xpu": "ZE_AFFINITY_MASK",
+}
 
 
 def profiler_activities(device_type: str) -> list:

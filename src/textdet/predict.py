@@ -47,7 +47,8 @@ ImageInput = "str | os.PathLike | np.ndarray"
 @dataclass
 class Preprocess:
     """RGB uint8 (H, W, 3) -> model input (3, H', W') float32 and ``shape_list`` [h, w, scale_h, scale_w];
-    ``img_mode``: the channel order the model was trained on, applied before NormalizeImage (as in the pipeline)."""
+    ``img_mode``: the channel order the model was trained on, applied before NormalizeImage (as in the
+    pipeline)."""
 
     resize: DetResize
     normalize: NormalizeImage
@@ -72,8 +73,9 @@ def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
 
 
 def preprocess_from_config(cfg: Config | None) -> Preprocess:
-    """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s) ``transform_pipeline``; what
-    is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32; ImageNet normalisation of RGB)."""
+    """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s)
+    ``transform_pipeline``; what is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32;
+    ImageNet normalisation of RGB)."""
     pipeline, key = None, None
     if cfg is not None:
         pipeline, key = cfg.predict.dataset.get("transform_pipeline"), "predict.dataset.transform_pipeline"
@@ -147,8 +149,9 @@ class Detector:
     @classmethod
     def from_config(cls, cfg: Config, ckpt: str | None = None, device: str | None = None,
                     batch_size: int = 8) -> Detector:
-        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on ``device``
-        (default: the accelerator if any), autocast per ``system.amp_level_infer``; pre/post-processing of ``cfg``."""
+        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on
+        ``device`` (default: the accelerator if any), autocast per ``system.amp_level_infer``;
+        pre/post-processing of ``cfg``."""
         model, _ = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
         postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
@@ -159,9 +162,9 @@ class Detector:
     def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,
                   resize: DetResize | dict | None = None, normalize: NormalizeImage | dict | None = None,
                   img_mode: str | None = None, device: str | None = None, batch_size: int = 8) -> Detector:
-        """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's inference
-        defaults (a fixed-size model is resized straight to it); ``postprocess``/``resize``/``normalize`` (objects or
-        kwargs dicts) override."""
+        """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's
+        inference defaults (a fixed-size model is resized straight to it);
+        ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override."""
         onnx = OnnxModel(path, device=device)
         pre = preprocess_from_config(cfg)
         if resize is None and (cfg is None or not _has_resize(cfg)) and onnx.fixed_hw is not None:

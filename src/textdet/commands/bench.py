@@ -1,5 +1,6 @@
-"""``textdet bench PART``: time one part alone with the config's settings and the real objects (``engine.build``,
-``Trainer``, ``Evaluator``), warm-up untimed; ``--json`` prints one object on stdout (logs go to stderr)."""
+"""``textdet bench PART``: time one part alone with the config's settings and the real objects
+(``engine.build``, ``Trainer``, ``Evaluator``), warm-up untimed; ``--json`` prints one object on stdout (logs
+go to stderr)."""
 
 from __future__ import annotations
 

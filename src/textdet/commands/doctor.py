@@ -37,20 +37,41 @@ def run_doctor() -> int:
         print("accelerator   none: training runs on the CPU (eager; amp O1/O2 use bf16 here)")
     for kind_name in ("cpu", *([kind] if kind else [])):
         half = "bf16" if device.supports_bf16(kind_name) else "fp16 (no bf16 here)"
-        print(f"{kind_name + ' half':<13} {half}: amp_level O1-O3 default (system.amp_dtype: bf16 | fp16 to choose; "
-              "loss scaling with fp16 only)")
+        print(
+            f"{kind_name + ' half':<13} {half}: amp_level O1-O3 default "
+            "(system.amp_dtype: bf16 | fp16 to choose; loss scaling with fp16 only)"
+        )
     fast = device.cpu_bf16_fast()
-    print("cpu bf16      " + ("fast (AVX512-BF16/AMX): amp_level O2 can train faster than fp32 here" if fast
-                              else "emulated (no AVX512-BF16/AMX): keep amp_level O0 on this CPU"))
+    print(
+        "cpu bf16      "
+        + (
+            "fast (AVX512-BF16/AMX): amp_level O2 can train faster than fp32 here"
+            if fast
+            else "emulated (no AVX512-BF16/AMX): keep amp_level O0 on this CPU"
+        )
+    )
     hub = os.path.join(torch.hub.get_dir(), "checkpoints")
-    found = sorted(f for f in os.listdir(hub) if f.startswith(("resnet", "mobilenet"))) if os.path.isdir(hub) else []
-    fix = ("no ImageNet backbones yet (pretrained: True downloads torchvision's file here on first use; "
-           "offline: copy it here by hand or use -o model.backbone.pretrained=false)")
+    found = (
+        sorted(f for f in os.listdir(hub) if f.startswith(("resnet", "mobilenet")))
+        if os.path.isdir(hub)
+        else []
+    )
+    fix = (
+        "no ImageNet backbones yet (pretrained: True downloads torchvision's file here on first use; "
+        "offline: copy it here by hand or use -o model.backbone.pretrained=false)"
+    )
     print(f"weights       {hub}: {', '.join(found) if found else fix}")
-    optional = (("onnx", "textdet export"), ("onnxruntime", "--onnx inference"), ("tensorboard", "TensorBoard logs"))
+    optional = (
+        ("onnx", "textdet export"),
+        ("onnxruntime", "--onnx inference"),
+        ("tensorboard", "TensorBoard logs"),
+    )
     for mod, why in optional:
         print(f"{mod:<13} {_version(mod) or 'not installed (optional: ' + why + ')'}")
-    print("doctor: " + ("all required pieces present" if not problems else f"{problems} required package(s) missing"))
+    print(
+        "doctor: "
+        + ("all required pieces present" if not problems else f"{problems} required package(s) missing")
+    )
     return 1 if problems else 0
 
 
@@ -70,11 +91,16 @@ def run_distributed_doctor(nproc: int | None, master_addr: str, master_port: int
         "backend": preflight.backend_problems(device.dist_backend(kind), kind),
         "environment": preflight.env_problems(),
         "pairing": [p for name in names for p in preflight.pairing_problems(kind, name, physical)],
-        "free devices": [f"{kind} device {p} is held by {holder}: stop it or use other devices."
-                         for p, holder in zip(physical, held, strict=True) if holder],
+        "free devices": [
+            f"{kind} device {p} is held by {holder}: stop it or use other devices."
+            for p, holder in zip(physical, held, strict=True)
+            if holder
+        ],
     }
-    print(f"distributed pre-flight for {nproc} process(es) on {kind}"
-          f"{f' ({visible} visible)' if kind != 'cpu' else ''}, master {master_addr}:{master_port}")
+    print(
+        f"distributed pre-flight for {nproc} process(es) on {kind}"
+        f"{f' ({visible} visible)' if kind != 'cpu' else ''}, master {master_addr}:{master_port}"
+    )
     for name, problems in checks.items():
         print(f"{name:<13} {'ok' if not problems else 'PROBLEM'}")
         for problem in problems:

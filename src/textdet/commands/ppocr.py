@@ -1,5 +1,6 @@
-"""``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` + ``DIR/<name>.yaml``,
-layers matched by graph order, folded BatchNorms and the threshold branch filled in (docs/DESIGN_NOTES.md)."""
+"""``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` +
+``DIR/<name>.yaml``, layers matched by graph order, folded BatchNorms and the threshold branch filled in
+(docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 

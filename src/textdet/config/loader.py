@@ -251,8 +251,8 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
 
 
 def parse_buckets(value: Any, where: str = "eval.shape_buckets") -> str | list[tuple[int, int]] | None:
-    """``eval.shape_buckets`` as given: None (off), "auto", or [H, W] pairs of positive integers (smallest area
-    first, duplicates dropped); ``where``: the file:line or -o the value came from, for the error."""
+    """``eval.shape_buckets`` as given: None (off), "auto", or [H, W] pairs of positive integers (smallest
+    area first, duplicates dropped); ``where``: the file:line or -o the value came from, for the error."""
     if value is None or value == "auto":
         return value
     pairs = value if isinstance(value, list) and value else None

@@ -1,8 +1,8 @@
-"""Shape buckets for evaluation (``eval.shape_buckets``): each resized image is padded at the bottom/right to the
-smallest of a few [H, W] shapes, so a data set of many sizes runs through a handful of input shapes (a graph
-compiler builds one graph per shape: PaddleOCR users on Ascend wait minutes for every new one), and images of a
-batch share one shape (``eval.loader.batch_size`` > 1). ``valid_hw`` records each image's real region so that
-post-processing ignores the padding."""
+"""Shape buckets for evaluation (``eval.shape_buckets``): each resized image is padded at the bottom/right to
+the smallest of a few [H, W] shapes, so a data set of many sizes runs through a handful of input shapes (a
+graph compiler builds one graph per shape: PaddleOCR users on Ascend wait minutes for every new one), and
+images of a batch share one shape (``eval.loader.batch_size`` > 1). ``valid_hw`` records each image's real
+region so that post-processing ignores the padding."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ _EXIF_ORIENTATION = 0x0112
 _EXIF_TRANSPOSED = (5, 6, 7, 8)  # orientations whose decoded image is the stored one turned a quarter
 
 
-def choose_buckets(sizes: Sequence[tuple[int, int]], max_buckets: int = AUTO_MAX_BUCKETS) -> list[tuple[int, int]]:
-    """``auto``: at most ``max_buckets`` shapes covering every (h, w) in ``sizes``, padding few pixels. Starting from
-    one bucket per distinct size, the two groups whose merged bucket (the larger height and the larger width) adds
-    the fewest padded pixels over their images are merged, until ``max_buckets`` remain (ties: the first pair in
-    (height, width) order). Returned smallest area first."""
+def choose_buckets(
+    sizes: Sequence[tuple[int, int]], max_buckets: int = AUTO_MAX_BUCKETS
+) -> list[tuple[int, int]]:
+    """``auto``: at most ``max_buckets`` shapes covering every (h, w) in ``sizes``, padding few pixels.
+    Starting from one bucket per distinct size, the two groups whose merged bucket (the larger height and the
+    larger width) adds the fewest padded pixels over their images are merged, until ``max_buckets`` remain
+    (ties: the first pair in (height, width) order). Returned smallest area first."""
     counts = Counter((int(h), int(w)) for h, w in sizes)
     groups = sorted(counts)
     heights = np.array([g[0] for g in groups], dtype=np.int64)
@@ -40,7 +42,11 @@ def choose_buckets(sizes: Sequence[tuple[int, int]], max_buckets: int = AUTO_MAX
         added = np.add.outer(images, images) * merged_area - np.add.outer(cost, cost)
         added[np.tril_indices(len(heights))] = np.iinfo(np.int64).max  # pairs i < j only
         i, j = np.unravel_index(int(np.argmin(added)), added.shape)
-        heights[i], widths[i], images[i] = max(heights[i], heights[j]), max(widths[i], widths[j]), images[i] + images[j]
+        heights[i], widths[i], images[i] = (
+            max(heights[i], heights[j]),
+            max(widths[i], widths[j]),
+            images[i] + images[j],
+        )
         heights, widths, images = (np.delete(a, j) for a in (heights, widths, images))
     shapes = {(int(h), int(w)) for h, w in zip(heights, widths, strict=True)}
     return sorted(shapes, key=lambda s: (s[0] * s[1], s))
@@ -51,12 +57,15 @@ def bucket_for(size: tuple[int, int], buckets: Sequence[tuple[int, int]]) -> int
     for index, (height, width) in enumerate(buckets):
         if size[0] <= height and size[1] <= width:
             return index
-    raise DataError(f"{KEY}: an image resized to {size[0]}x{size[1]} fits none of the buckets "
-                    f"{[list(b) for b in buckets]}; add a larger [H, W] or use auto")
+    raise DataError(
+        f"{KEY}: an image resized to {size[0]}x{size[1]} fits none of the buckets "
+        f"{[list(b) for b in buckets]}; add a larger [H, W] or use auto"
+    )
 
 
 def stored_size(path: str, honour_orientation: bool = True) -> tuple[int, int]:
-    """(h, w) of an image file as DecodeImage returns it, from its header alone (EXIF quarter turns applied)."""
+    """(h, w) of an image file as DecodeImage returns it, from its header alone (EXIF quarter turns
+    applied)."""
     try:
         with Image.open(path) as image:
             width, height = image.size
@@ -75,9 +84,9 @@ def resized_size(size: tuple[int, int], resize: DetResize | None) -> tuple[int, 
 
 
 class BucketBatchSampler(Sampler):
-    """Batches of ``batch_size`` sample keys of one bucket each, in the order the ``sampler`` gives them: a batch is
-    yielded when its bucket has filled one, the part-filled ones at the end (smallest bucket first). Evaluation
-    order changes nothing: the metric sums over images."""
+    """Batches of ``batch_size`` sample keys of one bucket each, in the order the ``sampler`` gives them: a
+    batch is yielded when its bucket has filled one, the part-filled ones at the end (smallest bucket first).
+    Evaluation order changes nothing: the metric sums over images."""
 
     def __init__(self, sampler: Sampler, bucket_of: Sequence[int], batch_size: int) -> None:
         self.sampler, self.bucket_of, self.batch_size = sampler, list(bucket_of), int(batch_size)
@@ -104,10 +113,10 @@ class BucketBatchSampler(Sampler):
 
 
 class PadCollate:
-    """Collate samples of different sizes: each image padded (zeros, bottom/right) to one shape, the smallest bucket
-    holding the batch's largest height and width (without buckets: that height and width), and ``valid_hw`` (N, 2)
-    int64 = each image's real (h, w); a batch that needs no padding is collated as it is. Images: float (C, H, W),
-    normalised in the workers, or uint8 (H, W, C)."""
+    """Collate samples of different sizes: each image padded (zeros, bottom/right) to one shape, the smallest
+    bucket holding the batch's largest height and width (without buckets: that height and width), and
+    ``valid_hw`` (N, 2) int64 = each image's real (h, w); a batch that needs no padding is collated as it is.
+    Images: float (C, H, W), normalised in the workers, or uint8 (H, W, C)."""
 
     def __init__(self, buckets: Sequence[tuple[int, int]] | None = None) -> None:
         self.buckets = list(buckets) if buckets else None
@@ -127,7 +136,9 @@ class PadCollate:
         for sample, size in zip(samples, sizes, strict=True):
             image = sample["image"]
             if channels_first:  # pad_bottom_right pads (H, W, C)
-                image = np.ascontiguousarray(pad_bottom_right(image.transpose(1, 2, 0), target).transpose(2, 0, 1))
+                image = np.ascontiguousarray(
+                    pad_bottom_right(image.transpose(1, 2, 0), target).transpose(2, 0, 1)
+                )
             else:
                 image = pad_bottom_right(image, target)
             padded.append({**sample, "image": image, "valid_hw": np.array(size, dtype=np.int64)})

@@ -1,5 +1,5 @@
-"""DetDataset, its sampler, collate and the loader builder. A sample's randomness comes from ``(seed, epoch, index)``:
-reproducible whatever the number of workers, and persistent workers need no epoch hand-off."""
+"""DetDataset, its sampler, collate and the loader builder. A sample's randomness comes from ``(seed, epoch,
+index)``: reproducible whatever the number of workers, and persistent workers need no epoch hand-off."""
 
 from __future__ import annotations
 
@@ -146,9 +146,10 @@ def collate(samples: list[dict]) -> dict[str, Any]:
 
 
 def keep_freed_memory(worker_id: int | None = None) -> bool:
-    """Let glibc keep freed buffers in the heap (no mmap below 32 MiB, trim above 64 MiB), in a loader worker or the
-    process that runs the pipeline: a 640x640 sample allocates about 15 MB of arrays, and returned to the kernel, their
-    pages fault again on the next sample (1,857 faults, 2 to 4 ms of an 8 ms sample here). False without glibc."""
+    """Let glibc keep freed buffers in the heap (no mmap below 32 MiB, trim above 64 MiB), in a loader worker
+    or the process that runs the pipeline: a 640x640 sample allocates about 15 MB of arrays, and returned to
+    the kernel, their pages fault again on the next sample (1,857 faults, 2 to 4 ms of an 8 ms sample here).
+    False without glibc."""
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library this process already uses
     except (OSError, AttributeError, TypeError):
@@ -162,8 +163,9 @@ def build_loader(
     persistent_workers: bool = True, pad_shards: bool = True, collate_fn: Callable = collate,
     batches: Callable[[Sampler, int], Sampler] | None = None,
 ) -> DataLoader:
-    """A DataLoader over ``dataset`` with per-sample seeding and rank sharding; ``batches(sampler, batch_size)``:
-    a batch sampler over the rank's samples (the shape buckets of evaluation), else batches in sampler order."""
+    """A DataLoader over ``dataset`` with per-sample seeding and rank sharding; ``batches(sampler,
+    batch_size)``: a batch sampler over the rank's samples (the shape buckets of evaluation), else batches in
+    sampler order."""
     sampler = EpochSampler(len(dataset), shuffle, seed, rank, world_size, pad=pad_shards)
     if drop_remainder and len(sampler) < batch_size:
         raise DataError(f"the data set has {len(dataset)} samples ({len(sampler)} per process) but batch_size is "
@@ -181,4 +183,6 @@ def build_loader(
         kwargs["batch_sampler"] = batches(sampler, batch_size)
     else:
         kwargs.update(batch_size=batch_size, sampler=sampler, drop_last=drop_remainder)
-    return DataLoader(dataset, num_workers=num_workers, collate_fn=collate_fn, pin_memory=pin_memory, **kwargs)
+    return DataLoader(
+        dataset, num_workers=num_workers, collate_fn=collate_fn, pin_memory=pin_memory, **kwargs
+    )

@@ -1,6 +1,6 @@
-"""MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms: O0 fp32; O1/O2 autocast in ``system.amp_dtype``
-(bf16 where the device supports it, else fp16) with BN and the DB losses in fp32; O3 runs as O2; loss scaling only
-for fp16. Why: docs/DESIGN_NOTES.md ("engine and cli")."""
+"""MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms: O0 fp32; O1/O2 autocast in
+``system.amp_dtype`` (bf16 where the device supports it, else fp16) with BN and the DB losses in fp32; O3 runs
+as O2; loss scaling only for fp16. Why: docs/DESIGN_NOTES.md ("engine and cli")."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ class AmpSettings:
 
 
 def amp_settings(level: str, device_type: str, amp_dtype: str | None = None) -> AmpSettings:
-    """``amp_dtype``: ``system.amp_dtype`` ("bf16", "fp16", None = the device's default, see ``half_dtype``)."""
+    """``amp_dtype``: ``system.amp_dtype`` ("bf16", "fp16", None = the device's default, see
+    ``half_dtype``)."""
     if level == "O0":
         return AmpSettings(level, device_type, None)
     if level == "O3":

@@ -1,5 +1,6 @@
-"""Evaluation batching: ``eval.shape_buckets`` and ``eval.loader.batch_size`` > 1 turned into the loader's collate
-and batch sampler (data/buckets.py), and the padding masked out of the probability map before post-processing."""
+"""Evaluation batching: ``eval.shape_buckets`` and ``eval.loader.batch_size`` > 1 turned into the loader's
+collate and batch sampler (data/buckets.py), and the padding masked out of the probability map before
+post-processing."""
 
 from __future__ import annotations
 
@@ -42,9 +43,9 @@ def dataset_sizes(dataset: DetDataset) -> list[tuple[int, int]]:
 
 
 def eval_batching(cfg: Config, dataset: DetDataset, batch_size: int) -> EvalBatching:
-    """Absent buckets and batch 1: today's loader (each image at its own size). Batch > 1 without buckets: each
-    batch padded to its largest image. Buckets (``auto`` or [H, W] pairs): every batch holds images of one
-    bucket, padded to it."""
+    """Absent buckets and batch 1: today's loader (each image at its own size). Batch > 1 without buckets:
+    each batch padded to its largest image. Buckets (``auto`` or [H, W] pairs): every batch holds images of
+    one bucket, padded to it."""
     setting = parse_buckets(cfg.eval.shape_buckets)
     if setting is None:
         return EvalBatching(collate if batch_size == 1 else bucketing.PadCollate())
@@ -53,8 +54,14 @@ def eval_batching(cfg: Config, dataset: DetDataset, batch_size: int) -> EvalBatc
     bucket_of = [bucketing.bucket_for(size, buckets) for size in sizes]
     used = [list(buckets[i]) for i in sorted(set(bucket_of))]
     source = "chosen from the data set" if setting == "auto" else "as given"
-    logger.info("eval.shape_buckets: %d shape(s) %s for %d images (%s), batch %d", len(used), used, len(sizes), source,
-                batch_size)
+    logger.info(
+        "eval.shape_buckets: %d shape(s) %s for %d images (%s), batch %d",
+        len(used),
+        used,
+        len(sizes),
+        source,
+        batch_size,
+    )
 
     def batches(sampler: Sampler, size: int) -> Sampler:
         return bucketing.BucketBatchSampler(sampler, bucket_of, size)
@@ -63,8 +70,8 @@ def eval_batching(cfg: Config, dataset: DetDataset, batch_size: int) -> EvalBatc
 
 
 def mask_padding(prob: torch.Tensor, valid_hw: torch.Tensor) -> torch.Tensor:
-    """``prob`` (N, 1, H, W) with zeros outside each image's real ``valid_hw`` (N, 2) region (top-left): no box
-    can start in the padding, and a box at the real edge ends there as it would in the unpadded image."""
+    """``prob`` (N, 1, H, W) with zeros outside each image's real ``valid_hw`` (N, 2) region (top-left): no
+    box can start in the padding, and a box at the real edge ends there as it would in the unpadded image."""
     height, width = prob.shape[-2:]
     valid_hw = valid_hw.to(prob.device)
     rows = torch.arange(height, device=prob.device).view(1, height, 1) < valid_hw[:, 0].view(-1, 1, 1)

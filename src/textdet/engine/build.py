@@ -1,5 +1,6 @@
-"""Config sections -> objects: one ``build_*`` per stage, errors prefixed with the key's YAML line. The only place
-that knows both the config layout and the constructors, so every other module works without the config system."""
+"""Config sections -> objects: one ``build_*`` per stage, errors prefixed with the key's YAML line. The only
+place that knows both the config layout and the constructors, so every other module works without the config
+system."""
 
 from __future__ import annotations
 
@@ -43,8 +44,9 @@ def check_model_specs(cfg: Config) -> dict[str, dict]:
 
 
 def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None) -> nn.Module:
-    """The DBNet of ``cfg.model``. ``pretrained_backbone=False`` skips the ImageNet weights and ``model.pretrained``
-    (nothing downloaded or read): eval and resume load a checkpoint that replaces them."""
+    """The DBNet of ``cfg.model``. ``pretrained_backbone=False`` skips the ImageNet weights and
+    ``model.pretrained`` (nothing downloaded or read): eval and resume load a checkpoint that replaces
+    them."""
     specs = check_model_specs(cfg)
     pretrained = None
     if pretrained_backbone is False:
@@ -58,8 +60,9 @@ def build_model_from_config(cfg: Config, pretrained_backbone: bool | None = None
 
 
 def zoo_checkpoint(cfg: Config, specs: dict[str, dict]) -> str:
-    """``model.pretrained: true``: the MindOCR model-zoo URL of the preset whose network ``specs`` is (the backbone's
-    own ``pretrained`` aside), so a YAML spelling out ``dbnet_resnet50`` gets that file as ``model.name`` would."""
+    """``model.pretrained: true``: the MindOCR model-zoo URL of the preset whose network ``specs`` is (the
+    backbone's own ``pretrained`` aside), so a YAML spelling out ``dbnet_resnet50`` gets that file as
+    ``model.name`` would."""
     def network(spec: dict[str, dict]) -> dict:
         return {**spec, "backbone": {k: v for k, v in spec["backbone"].items() if k != "pretrained"}}
 

@@ -30,7 +30,8 @@ def progress_bar(show: bool, total: int, desc: str):
 
 def ground_truth(batch: dict) -> tuple[list, list]:
     """GT polygons mapped back to original-image pixels through ``shape_list`` (as detections are), and ignore
-    tags, per image. Rounding to 1e-3 px restores integer ICDAR coordinates before the metric truncates them."""
+    tags, per image. Rounding to 1e-3 px restores integer ICDAR coordinates before the metric truncates
+    them."""
     shapes = batch["shape_list"].numpy() if "shape_list" in batch else None
     polys = []
     for i, ps in enumerate(batch["polys"]):
@@ -45,9 +46,9 @@ ORACLE = "tuned on the evaluation split (oracle)"
 
 class ThresholdSweep:
     """Score every (binary_thresh, box_thresh) pair of a grid on the same probability maps (one model run).
-    Each binary_thresh post-processes a map once, at the lowest box_thresh, and each box_thresh keeps the candidates
-    scoring at least that much: DBPostprocess drops a candidate only for ``score < box_thresh``, so every pair
-    scores exactly as a run with those two thresholds."""
+    Each binary_thresh post-processes a map once, at the lowest box_thresh, and each box_thresh keeps the
+    candidates scoring at least that much: DBPostprocess drops a candidate only for ``score < box_thresh``, so
+    every pair scores exactly as a run with those two thresholds."""
 
     def __init__(self, postprocess, metric, binary_thresh=(0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
                  box_thresh=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8)) -> None:
@@ -100,9 +101,11 @@ class Evaluator:
         self.shapes: Counter = Counter()
         self.parts: dict[str, float] = {}
 
-    def _host_maps(self, preds: dict[str, torch.Tensor], valid_hw: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """The probability map to the host (on an accelerator also the bitmap, thresholded there: 4x fewer bytes),
-        zero outside each image's real region when the batch was padded (``valid_hw``)."""
+    def _host_maps(
+        self, preds: dict[str, torch.Tensor], valid_hw: torch.Tensor | None
+    ) -> dict[str, torch.Tensor]:
+        """The probability map to the host (on an accelerator also the bitmap, thresholded there: 4x fewer
+        bytes), zero outside each image's real region when the batch was padded (``valid_hw``)."""
         name = getattr(self.postprocess, "pred_name", "binary")
         prob = preds[name] if valid_hw is None else mask_padding(preds[name], valid_hw)
         out = {name: prob.float().cpu()}
@@ -132,7 +135,9 @@ class Evaluator:
         if self.sweep is not None:
             self.sweep.reset()
         self.images = 0
-        self.shapes: Counter = Counter()  # input shapes (H, W) -> batches: a graph compiler builds one graph each
+        self.shapes: Counter = (
+            Counter()
+        )  # input shapes (H, W) -> batches: a graph compiler builds one graph each
         self.parts = dict.fromkeys(("data", "forward", "postprocess", "metric"), 0.0)
         bar = progress_bar(self.progress and distributed.is_main(), len(self.loader), "eval")
         pending, tick = None, time.perf_counter()
@@ -155,7 +160,9 @@ class Evaluator:
                 pending.result()
         bar.close()
         if distributed.info().enabled:  # NCCL reduces device tensors only
-            counts = torch.as_tensor(np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device)
+            counts = torch.as_tensor(
+                np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device
+            )
             self.metric.set_counts(distributed.all_reduce_sum(counts).cpu().numpy())
         model.train(was_training)
         return {k: float(v) for k, v in self.metric.compute().items()}
@@ -166,29 +173,56 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
     t0 = time.perf_counter()
     perf = evaluator.run(model)
     dt = time.perf_counter() - t0
-    out = {**perf, "images": evaluator.images, "eval_time": dt, "img_per_s": evaluator.images / max(dt, 1e-9),
-           "input_shapes": len(evaluator.shapes), "checkpoint": os.path.abspath(checkpoint)}
+    out = {
+        **perf,
+        "images": evaluator.images,
+        "eval_time": dt,
+        "img_per_s": evaluator.images / max(dt, 1e-9),
+        "input_shapes": len(evaluator.shapes),
+        "checkpoint": os.path.abspath(checkpoint),
+    }
     if evaluator.sweep is not None:
         out["sweep"] = evaluator.sweep.results()
     return out
 
 
-def build_evaluator(cfg: Config, pipeline: Compose, dev: torch.device, normalize_on_device: bool, amp: AmpSettings,
-                    progress: bool = False, sweep: bool = False) -> Evaluator:
+def build_evaluator(
+    cfg: Config,
+    pipeline: Compose,
+    dev: torch.device,
+    normalize_on_device: bool,
+    amp: AmpSettings,
+    progress: bool = False,
+    sweep: bool = False,
+) -> Evaluator:
     """The config's eval set, post-processing and metric for a model on ``dev``: every eval path's wiring."""
     pipe, normalize = build.split_device_normalize(pipeline, normalize_on_device)
     loader = build.build_split_loader(cfg, "eval", build.build_dataset(cfg, "eval", pipe), 0, 1, dev)
     post, metric = build.build_postprocess_from_config(cfg), build.build_metric_from_config(cfg)
-    return Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress,
-                     ThresholdSweep(post, metric) if sweep else None)
+    return Evaluator(
+        loader,
+        post,
+        metric,
+        DeviceInput(dev, normalize),
+        amp,
+        progress,
+        ThresholdSweep(post, metric) if sweep else None,
+    )
 
 
-def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
-                        progress: bool = False, sweep: bool = False) -> dict:
+def evaluate_checkpoint(
+    cfg: Config,
+    ckpt: str | None = None,
+    device: str | None = None,
+    progress: bool = False,
+    sweep: bool = False,
+) -> dict:
     """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep)."""
     pipeline = validate(cfg, ("eval",))["eval"]
     model, path = build.load_model(cfg, ckpt)
     dev = pick_device(device)
     model.to(dev).eval()
     amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
-    return timed_run(build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path)
+    return timed_run(
+        build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path
+    )

@@ -1,6 +1,7 @@
 """Learning-rate schedules with MindOCR's names and parameters, as a pure function of the step, so resuming
 restores the position exactly (PaddleOCR #18108 and MMOCR #292 lost it: their schedulers kept hidden state).
-Each formula is MindOCR 0.5's ``create_scheduler`` term for term, pinned by tests/fixtures/mindocr_schedules.json."""
+Each formula is MindOCR 0.5's ``create_scheduler`` term for term, pinned by
+tests/fixtures/mindocr_schedules.json."""
 
 from __future__ import annotations
 
@@ -50,11 +51,11 @@ ACCUMULATION_LR = ("window_end", "mindocr")  # train.accumulation_lr: which list
 
 
 class LRSchedule:
-    """``schedule(update) -> lr``: linear warm-up, then the named decay (MindOCR's keys). As in MindOCR it runs over
-    micro-batches (``steps_per_epoch``: the loader's length); an update takes its accumulation window's last LR
-    (``accumulation_lr: window_end``, the intent of MindOCR's TrainOneStepWrapper) or, with ``mindocr``, entry
-    ``update`` of the list: what MindOCR 0.5 does on MindSpore 2.x, whose ``get_lr()`` no longer advances
-    ``global_step``, so the schedule runs ``accumulation`` times slower."""
+    """``schedule(update) -> lr``: linear warm-up, then the named decay (MindOCR's keys). As in MindOCR it
+    runs over micro-batches (``steps_per_epoch``: the loader's length); an update takes its accumulation
+    window's last LR (``accumulation_lr: window_end``, the intent of MindOCR's TrainOneStepWrapper) or, with
+    ``mindocr``, entry ``update`` of the list: what MindOCR 0.5 does on MindSpore 2.x, whose ``get_lr()`` no
+    longer advances ``global_step``, so the schedule runs ``accumulation`` times slower."""
 
     def __init__(self, scheduler: str, lr: float, steps_per_epoch: int, num_epochs: int, warmup_epochs: float = 0,
                  warmup_factor: float = 0.0, min_lr: float = 1e-6, decay_epochs: float = 10, decay_rate: float = 0.9,

@@ -1,7 +1,8 @@
-"""The compiled training step (``system.mode: 0`` / ``--compile on``): forward and DB loss (OHEM included) traced
-as one graph with ``fullgraph=True``, so a graph break is an error at the first step instead of a silent slowdown;
-the backward is the graph AOTAutograd derives from it. Shapes are static (``dynamic=False``): a fixed batch shape
-compiles once, and a last partial batch costs one recompile, not a dynamic-shape graph for every step."""
+"""The compiled training step (``system.mode: 0`` / ``--compile on``): forward and DB loss (OHEM included)
+traced as one graph with ``fullgraph=True``, so a graph break is an error at the first step instead of a
+silent slowdown; the backward is the graph AOTAutograd derives from it. Shapes are static (``dynamic=False``):
+a fixed batch shape compiles once, and a last partial batch costs one recompile, not a dynamic-shape graph for
+every step."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class ForwardAndLoss(nn.Module):
     def forward(self, images: Tensor, targets: dict[str, Tensor],
                 phases: StepPhases | None = None) -> dict[str, Tensor]:
         """``images`` float (N, 3, H, W); ``targets``: the loss columns (binary_map, mask, thresh_map, ...);
-        ``phases``: the sampled step breakdown, told where the loss starts (eager only: compiled, it is one graph)."""
+        ``phases``: the sampled step breakdown, told where the loss starts (eager only: compiled, it is one
+        graph)."""
         with self.amp.context():
             preds = self.model(images)
         if phases is not None:
@@ -33,10 +35,12 @@ class ForwardAndLoss(nn.Module):
         return self.loss_fn(preds, **targets)
 
 
-def compile_step(step: ForwardAndLoss, backend: str | Callable = "inductor", fullgraph: bool = True) -> Callable:
-    """``step`` under ``torch.compile(fullgraph=..., dynamic=False)`` (``backend``: a name or a callable such as
-    dynamo's CompileCounter). DDP splits its graph at bucket boundaries,
-    so a step around a DDP model is compiled with ``fullgraph=False``."""
+def compile_step(
+    step: ForwardAndLoss, backend: str | Callable = "inductor", fullgraph: bool = True
+) -> Callable:
+    """``step`` under ``torch.compile(fullgraph=..., dynamic=False)`` (``backend``: a name or a callable such
+    as dynamo's CompileCounter). DDP splits its graph at bucket boundaries, so a step around a DDP model is
+    compiled with ``fullgraph=False``."""
     return torch.compile(step, backend=backend, fullgraph=fullgraph, dynamic=False)
 
 
@@ -47,5 +51,8 @@ def compile_report(first_step_s: float, epoch_s: float, steps: int) -> tuple[flo
         return None
     typical = (epoch_s - first_step_s) / (steps - 1)
     compile_s = max(first_step_s - typical, 0.0)
-    line = f"torch.compile: about {compile_s:.1f} s (first step {first_step_s:.1f} s, later steps {typical:.3f} s each)"
+    line = (
+        f"torch.compile: about {compile_s:.1f} s "
+        f"(first step {first_step_s:.1f} s, later steps {typical:.3f} s each)"
+    )
     return compile_s, line

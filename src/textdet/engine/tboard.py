@@ -1,5 +1,6 @@
-"""TensorBoard event files after a resume: the steps a killed run logged past its last checkpoint are redone, so
-their old events are removed from the files (not just hidden by a purge marker) and every step appears once."""
+"""TensorBoard event files after a resume: the steps a killed run logged past its last checkpoint are redone,
+so their old events are removed from the files (not just hidden by a purge marker) and every step appears
+once."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import os
 
 
 def truncate_events(tb_dir: str, last_step: int) -> int:
-    """Drop events with ``step > last_step`` from every ``events.out.tfevents.*`` file in ``tb_dir`` (each rewritten
-    to a temp file and renamed); returns how many were dropped. Needs the ``tensorboard`` package."""
+    """Drop events with ``step > last_step`` from every ``events.out.tfevents.*`` file in ``tb_dir`` (each
+    rewritten to a temp file and renamed); returns how many were dropped. Needs the ``tensorboard``
+    package."""
     from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.summary.writer.record_writer import RecordWriter
@@ -50,7 +52,8 @@ def scalar_steps(tb_dir: str) -> dict[str, list[int]]:
 
 def _in_write_order(paths: list[str]) -> list[str]:
     """Event files in the order they were started: by their first record's wall time. Their names do not sort
-    so: two writers started in the same second differ only by a counter that sorts as text ("10" before "9")."""
+    so: two writers started in the same second differ only by a counter that sorts as text ("10" before
+    "9")."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
     def started(path: str) -> float:

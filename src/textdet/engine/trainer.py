@@ -1,5 +1,6 @@
-"""The training recipe: build everything from the config, then one visible ``fit()`` loop that reads top to bottom
-like nanoGPT's train.py: features (autocast, loss scaling, ``no_sync`` accumulation, clipping, EMA) are flags."""
+"""The training recipe: build everything from the config, then one visible ``fit()`` loop that reads top to
+bottom like nanoGPT's train.py: features (autocast, loss scaling, ``no_sync`` accumulation, clipping, EMA) are
+flags."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ logger = logging.getLogger("textdet")
 
 
 class Trainer:
-    """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains. ``compile``:
-    auto/on/off; ``progress`` None: when stdout is a TTY; ``pipelines``: what ``validate`` returned, None validates."""
+    """Builds model, data, loss, optimizer, schedule and checkpoints from a ``Config`` and trains.
+    ``compile``: auto/on/off; ``progress`` None: when stdout is a TTY; ``pipelines``: what ``validate``
+    returned, None validates."""
 
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
                  startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False,
