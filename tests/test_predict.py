@@ -291,3 +291,67 @@ def test_predict_labelme_output_round_trips_through_convert(bright_onnx, tmp_pat
     assert name == "rects.png"
     assert [a["points"] for a in json.loads(payload)] == [e["points"] for e in predicted]
     assert all(a["transcription"] == "" for a in json.loads(payload))
+
+
+# ----------------------------------------------------------------------------- shape buckets
+def test_buckets_give_the_same_boxes_with_the_padding_masked(bright_onnx):
+    """200x120 -> 224x128 and its left 140 columns -> 160x128 (max 960, divisor 32), one bucket 256x256: both
+    run in one batch of that shape. Normalised zeros (the padding) are the ImageNet mean colour, which the
+    Brightness model reads as text: b = 0.6 * 0.485 + 0.3 * 0.456 + 0.1 * 0.406 = 0.4684, P = sigmoid(20 *
+    (0.4684 - 0.5)) = 0.347 >= 0.3. Only the masking keeps that padding out of the boxes."""
+    images = [two_rectangles(), np.ascontiguousarray(two_rectangles()[:, :140])]
+    plain = Detector.from_onnx(bright_onnx, batch_size=2)
+    bucketed = Detector.from_onnx(bright_onnx, batch_size=2, shape_buckets=[[256, 256]])
+    assert [plain.preprocess.output_size(im) for im in images] == [(128, 224), (128, 160)]
+    plain_results, bucketed_results = plain(images), bucketed(images)
+    assert dict(plain.input_shapes) == {(128, 224): 1, (128, 160): 1}
+    assert dict(bucketed.input_shapes) == {(256, 256): 1}
+    for a, b in zip(plain_results, bucketed_results, strict=True):
+        assert len(a["polys"]) == len(b["polys"]) == 2
+        for p, q in zip(boxes_by_x(a), boxes_by_x(b), strict=True):
+            np.testing.assert_array_equal(p, q)
+        np.testing.assert_allclose(sorted(a["scores"]), sorted(b["scores"]), rtol=1e-6)
+
+    padded = np.zeros((1, 3, 256, 256), np.float32)
+    padded[0, :, :128, :224] = plain.preprocess(images[0])[0]
+    unmasked = bucketed.model(padded)
+    assert unmasked[0, 0, 200, 200] == pytest.approx(1 / (1 + math.exp(-20 * (0.46842 - 0.5))), abs=1e-3)
+
+
+def test_predict_command_auto_buckets_cover_five_sizes_with_four_shapes(bright_onnx, tmp_path, capsys):
+    """Five widths -> five resized sizes; --shape-buckets auto merges them into 4 shapes (chosen once for the
+    folder) and finds the boxes that the plain run finds; a fixed list and a malformed one."""
+    src = tmp_path / "images"
+    src.mkdir()
+    for width in (200, 168, 136, 104, 72):
+        cv2.imwrite(str(src / f"w{width}.png"), np.ascontiguousarray(two_rectangles()[:, :width]))
+    assert predict_cli(str(src), "--onnx", bright_onnx, "--out", str(tmp_path / "plain")) == 0
+    assert "5 images" in capsys.readouterr().out
+    assert predict_cli(str(src), "--onnx", bright_onnx, "--out", str(tmp_path / "auto"), "--shape-buckets",
+                       "auto") == 0
+    assert ", 4 input shapes" in capsys.readouterr().out
+    assert predict_cli(str(src), "--onnx", bright_onnx, "--out", str(tmp_path / "one"), "--shape-buckets",
+                       "128x256") == 0
+    assert ", 1 input shape;" in capsys.readouterr().out
+    plain = json.loads((tmp_path / "plain" / "predictions.json").read_text())
+    for name in ("auto", "one"):
+        assert json.loads((tmp_path / name / "predictions.json").read_text()) == plain
+    assert predict_cli(str(src), "--onnx", bright_onnx, "--out", str(tmp_path / "bad"), "--shape-buckets",
+                       "128,256") != 0
+    assert "--shape-buckets: expected auto or HxW[,HxW...] such as 736x1280" in capsys.readouterr().err
+
+
+def test_buckets_too_small_or_on_a_fixed_size_model_are_refused(bright_onnx, tmp_path):
+    from textdet.errors import ConfigError, DataError
+
+    with pytest.raises(DataError, match=r"resized to 128x224 fits none of the buckets \[\[64, 64\]\]"):
+        Detector.from_onnx(bright_onnx, shape_buckets=[[64, 64]])(two_rectangles())
+    with pytest.raises(ConfigError, match=r"Detector shape_buckets: .*must be auto or a list"):
+        Detector.from_onnx(bright_onnx, shape_buckets=[[64]])
+    path = str(tmp_path / "static.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Brightness().eval(), (torch.zeros(1, 3, 64, 96),), path, input_names=["x"],
+                          output_names=["p"], opset_version=17, dynamo=False)
+    with pytest.raises(ConfigError, match="takes one input size, 64x96: shape buckets do not apply"):
+        Detector.from_onnx(path, shape_buckets="auto")

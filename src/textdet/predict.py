@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,13 +23,15 @@ import torch
 
 from textdet.config import Config
 from textdet.config.components import build_component
-from textdet.config.loader import located
+from textdet.config.loader import located, parse_buckets
+from textdet.data import buckets as bucketing
 from textdet.data.decode import DecodeImage
 from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize, NormalizeImage
 from textdet.device import pick_device
 from textdet.engine import build
 from textdet.engine.amp import AmpSettings, amp_settings
+from textdet.engine.buckets import mask_padding
 from textdet.errors import ConfigError, DataError, TextdetError
 from textdet.export import OnnxModel
 from textdet.postprocess import POSTPROCESSES, DBPostprocess
@@ -138,33 +141,49 @@ class TorchRunner:
 
 class Detector:
     """Images in, text polygons and scores out (in original-image pixels). ``model``: float32 (N, 3, H, W) numpy
-    -> probabilities (N, 1, H, W) numpy; ``batch_size``: images run together (same resized size only)."""
+    -> probabilities (N, 1, H, W) numpy; ``batch_size``: images run together (one input shape a batch).
+
+    ``shape_buckets`` (as ``eval.shape_buckets``): None runs each image at its resized size, batching equal
+    sizes; ``"auto"`` picks up to 4 shapes from the resized sizes of the images of each ``predict`` call;
+    [[H, W], ...] sets them. With buckets, each resized image is padded bottom/right to the smallest shape that
+    holds it and the padding is zeroed in the probability map: the same boxes, a handful of input shapes for
+    a graph compiler. ``input_shapes`` counts the batches run at each (H, W)."""
 
     def __init__(self, model: Callable[[np.ndarray], np.ndarray], preprocess: Preprocess,
-                 postprocess: DBPostprocess, batch_size: int = 8) -> None:
+                 postprocess: DBPostprocess, batch_size: int = 8,
+                 shape_buckets: str | list | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.model, self.preprocess, self.postprocess, self.batch_size = model, preprocess, postprocess, batch_size
+        self.model = model
+        self.preprocess = preprocess
+        self.postprocess = postprocess
+        self.batch_size = batch_size
+        self.shape_buckets = parse_buckets(shape_buckets, "Detector shape_buckets")
+        self.input_shapes: Counter = Counter()
 
     @classmethod
     def from_config(cls, cfg: Config, ckpt: str | None = None, device: str | None = None,
-                    batch_size: int = 8) -> Detector:
+                    batch_size: int = 8, shape_buckets: str | list | None = None) -> Detector:
         """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on
         ``device`` (default: the accelerator if any), autocast per ``system.amp_level_infer``;
-        pre/post-processing of ``cfg``."""
+        pre/post-processing of ``cfg``; ``shape_buckets`` default: the config's ``eval.shape_buckets``."""
         model, _ = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
         postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
         amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
-        return cls(TorchRunner(model, dev, amp), preprocess, postprocess, batch_size)
+        if shape_buckets is None:
+            shape_buckets = cfg.eval.shape_buckets
+        return cls(TorchRunner(model, dev, amp), preprocess, postprocess, batch_size, shape_buckets)
 
     @classmethod
     def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,
                   resize: DetResize | dict | None = None, normalize: NormalizeImage | dict | None = None,
-                  img_mode: str | None = None, device: str | None = None, batch_size: int = 8) -> Detector:
+                  img_mode: str | None = None, device: str | None = None, batch_size: int = 8,
+                  shape_buckets: str | list | None = None) -> Detector:
         """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's
         inference defaults (a fixed-size model is resized straight to it);
-        ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override."""
+        ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override; ``shape_buckets`` default:
+        ``cfg``'s ``eval.shape_buckets``."""
         onnx = OnnxModel(path, device=device)
         pre = preprocess_from_config(cfg)
         if resize is None and (cfg is None or not _has_resize(cfg)) and onnx.fixed_hw is not None:
@@ -183,7 +202,12 @@ class Detector:
         elif postprocess is None:
             postprocess = build.build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
         batch_size = 1 if onnx.fixed_batch == 1 else batch_size  # a model exported for one image at a time
-        return cls(onnx.run, pre, postprocess, batch_size)
+        if shape_buckets is None and cfg is not None:
+            shape_buckets = cfg.eval.shape_buckets
+        if shape_buckets is not None and onnx.fixed_hw is not None:
+            raise ConfigError(f"{path} takes one input size, {onnx.fixed_hw[0]}x{onnx.fixed_hw[1]}: shape buckets "
+                              "do not apply to it (leave them out)")
+        return cls(onnx.run, pre, postprocess, batch_size, shape_buckets)
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
         """One path/array -> one ``{"polys": [(P, 2) float32], "scores": [float]}``; a list -> a list of them."""
@@ -192,19 +216,38 @@ class Detector:
         return self.predict([_as_rgb(im) for im in images])
 
     def predict(self, images: Sequence[np.ndarray]) -> list[dict]:
-        """RGB uint8 arrays -> results; images of equal resized size are batched together."""
+        """RGB uint8 arrays -> results; images of one input shape are batched together."""
+        input_shape_of = self._input_shapes([self.preprocess.output_size(image) for image in images])
         groups: dict[tuple[int, int], list[int]] = {}
-        for i, im in enumerate(images):
-            groups.setdefault(self.preprocess.output_size(im), []).append(i)
+        for index, shape in enumerate(input_shape_of):
+            groups.setdefault(shape, []).append(index)
         results: list[dict | None] = [None] * len(images)
-        for idx in groups.values():
-            for start in range(0, len(idx), self.batch_size):
-                chunk = idx[start : start + self.batch_size]
-                inputs, shapes = zip(*(self.preprocess(images[i]) for i in chunk), strict=True)
-                prob = self.model(np.stack(inputs))
-                for i, res in zip(chunk, self.postprocess(prob, np.stack(shapes)), strict=True):
-                    results[i] = res
+        for shape, indices in groups.items():
+            for start in range(0, len(indices), self.batch_size):
+                chunk = indices[start : start + self.batch_size]
+                for index, result in zip(chunk, self._run(shape, [images[i] for i in chunk]), strict=True):
+                    results[index] = result
         return results
+
+    def _input_shapes(self, sizes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The (H, W) each image runs at: its resized size, or the bucket that holds it."""
+        if self.shape_buckets is None:
+            return sizes
+        buckets = self.shape_buckets
+        if buckets == "auto":
+            buckets = bucketing.choose_buckets(sizes)
+        return [tuple(buckets[bucketing.bucket_for(size, buckets)]) for size in sizes]
+
+    def _run(self, shape: tuple[int, int], images: list[np.ndarray]) -> list[dict]:
+        """Preprocess ``images``, pad them to ``shape``, run the model, zero the padding, post-process."""
+        inputs, shape_lists = zip(*(self.preprocess(image) for image in images), strict=True)
+        valid_hw = np.array([image.shape[1:] for image in inputs], dtype=np.int64)
+        batch = np.stack([bucketing.pad_channels_first(image, shape) for image in inputs])
+        self.input_shapes[tuple(shape)] += 1
+        prob = self.model(batch)
+        if (valid_hw != np.array(shape)).any():
+            prob = mask_padding(torch.from_numpy(prob), torch.from_numpy(valid_hw)).numpy()
+        return self.postprocess(prob, np.stack(shape_lists))
 
 
 def _has_resize(cfg: Config) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 
 from textdet import DEFAULT_EXPORT_HW, export
 from textdet.config import load_config
+from textdet.data import buckets as bucketing
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
 from textdet.engine import build
@@ -60,9 +61,40 @@ def build_detector(args: argparse.Namespace) -> Detector:
         cfg = load_config(args.config, args.opt)
     elif args.opt:  # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
         cfg = load_config(None, ["postprocess.name=DBPostprocess", *args.opt])
+    buckets = parse_shape_buckets(getattr(args, "shape_buckets", None))
     if args.onnx:
-        return Detector.from_onnx(args.onnx, cfg=cfg, device=args.device, batch_size=args.batch_size)
-    return Detector.from_config(cfg, args.ckpt, device=args.device, batch_size=args.batch_size)
+        return Detector.from_onnx(args.onnx, cfg=cfg, device=args.device, batch_size=args.batch_size,
+                                  shape_buckets=buckets)
+    return Detector.from_config(cfg, args.ckpt, device=args.device, batch_size=args.batch_size,
+                                shape_buckets=buckets)
+
+
+def parse_shape_buckets(text: str | None) -> str | list | None:
+    """``--shape-buckets``: ``auto`` or ``HxW[,HxW...]`` (e.g. ``736x1280,1280x736``) as ``eval.shape_buckets``
+    takes it; None when not given."""
+    if text is None or text == "auto":
+        return text
+    shapes = []
+    for part in text.split(","):
+        height, _, width = part.strip().partition("x")
+        if not (height.isdigit() and width.isdigit() and int(height) > 0 and int(width) > 0):
+            raise TextdetError(f"--shape-buckets: expected auto or HxW[,HxW...] such as 736x1280,1280x736, got "
+                               f"{text!r}")
+        shapes.append([int(height), int(width)])
+    return shapes
+
+
+def buckets_for_files(detector: Detector, paths: Sequence[str]) -> None:
+    """``auto`` buckets chosen once from every input's resized size (read from the file headers), so that
+    the whole folder runs through the same few shapes; unreadable files are left to the prediction loop."""
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(bucketing.resized_size(bucketing.stored_size(path), detector.preprocess.resize))
+        except DataError:
+            continue
+    if sizes:
+        detector.shape_buckets = bucketing.choose_buckets(sizes)
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -72,6 +104,8 @@ def run_predict(args: argparse.Namespace) -> int:
     if labelme and any(os.path.splitext(os.path.basename(p))[0] == "predictions" for p in paths):
         raise TextdetError("an image named predictions.* would overwrite predictions.json; rename it")
     detector = build_detector(args)
+    if detector.shape_buckets == "auto":
+        buckets_for_files(detector, paths)
     os.makedirs(args.out, exist_ok=True)
     results: dict[str, dict] = {}
     t0, skipped = time.perf_counter(), 0
@@ -100,7 +134,9 @@ def run_predict(args: argparse.Namespace) -> int:
     json_path, txt_path = write_results(args.out, results)
     boxes = sum(len(r["polys"]) for r in results.values())
     extra = f", {skipped} unreadable skipped" if skipped else ""
-    print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s{extra}; "
+    shapes = len(detector.input_shapes)
+    print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s, "
+          f"{shapes} input shape{'s' if shapes != 1 else ''}{extra}; "
           f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else "")
           + (f", {len(results)} labelme files" if labelme else ""))
     return 0

@@ -83,6 +83,12 @@ def resized_size(size: tuple[int, int], resize: DetResize | None) -> tuple[int, 
     return resize.target_size if pad else (height, width)
 
 
+def pad_channels_first(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Zero-pad a (C, h, w) image at the bottom/right to ``size`` (H, W) >= (h, w)."""
+    padded = pad_bottom_right(image.transpose(1, 2, 0), size)  # pad_bottom_right pads (H, W, C)
+    return np.ascontiguousarray(padded.transpose(2, 0, 1))
+
+
 class BucketBatchSampler(Sampler):
     """Batches of ``batch_size`` sample keys of one bucket each, in the order the ``sampler`` gives them: a
     batch is yielded when its bucket has filled one, the part-filled ones at the end (smallest bucket first).
@@ -135,10 +141,8 @@ class PadCollate:
         padded = []
         for sample, size in zip(samples, sizes, strict=True):
             image = sample["image"]
-            if channels_first:  # pad_bottom_right pads (H, W, C)
-                image = np.ascontiguousarray(
-                    pad_bottom_right(image.transpose(1, 2, 0), target).transpose(2, 0, 1)
-                )
+            if channels_first:
+                image = pad_channels_first(image, target)
             else:
                 image = pad_bottom_right(image, target)
             padded.append({**sample, "image": image, "valid_hw": np.array(size, dtype=np.int64)})
