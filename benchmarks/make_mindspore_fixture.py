@@ -23,43 +23,16 @@ from mindocr.models.backbones.mindcv_models.resnet import BasicBlock
 from mindocr.models.heads.det_db_head import DBHead
 from mindocr.models.necks.fpn import DBFPN
 from mindspore import nn
+from ms_det_resnet import NarrowDetResNet  # benchmarks/: MindOCR's DetResNet, narrow
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
 WIDTH, NECK = 2, 16
 
 
-class TinyDetResNet(nn.Cell):
-    """mindcv's ResNet (and MindOCR's DetResNet.construct) at width 2, one BasicBlock per stage."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, WIDTH, kernel_size=7, stride=2, pad_mode="pad", padding=3)
-        self.bn1 = nn.BatchNorm2d(WIDTH)
-        self.relu = nn.ReLU()
-        self.max_pool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="same")
-        chans, layers = WIDTH, []
-        for i, mult in enumerate((1, 2, 4, 8)):
-            out, stride = WIDTH * mult, 1 if i == 0 else 2
-            down = None
-            if stride != 1 or chans != out:
-                down = nn.SequentialCell([nn.Conv2d(chans, out, kernel_size=1, stride=stride), nn.BatchNorm2d(out)])
-            layers.append(nn.SequentialCell([BasicBlock(chans, out, stride=stride, down_sample=down)]))
-            chans = out
-        self.layer1, self.layer2, self.layer3, self.layer4 = layers
-        self.out_channels = [WIDTH * m for m in (1, 2, 4, 8)]
-
-    def construct(self, x):
-        x = self.max_pool(self.relu(self.bn1(self.conv1(x))))
-        x1 = self.layer1(x)
-        x2 = self.layer2(x1)
-        x3 = self.layer3(x2)
-        return [x1, x2, x3, self.layer4(x3)]
-
-
 class TinyDBNetPP(nn.Cell):
     def __init__(self) -> None:
         super().__init__()
-        self.backbone = TinyDetResNet()
+        self.backbone = NarrowDetResNet(WIDTH, BasicBlock, (1, 1, 1, 1))  # one BasicBlock per stage
         self.neck = DBFPN(self.backbone.out_channels, NECK, use_asf=True, channel_attention=True)
         self.head = DBHead(NECK, k=50, adaptive=True)
 

@@ -58,6 +58,7 @@ from mindocr.utils.loss_scaler import get_loss_scales
 from mindocr.utils.model_wrapper import NetWithLossWrapper
 from mindocr.utils.train_step_wrapper import TrainOneStepWrapper
 from mindspore import nn
+from ms_det_resnet import NarrowDetResNet  # benchmarks/: MindOCR's DetResNet, narrow
 from parity_mindocr import load_into_mindspore  # noqa: E402 (benchmarks/: the forward parity's weight mapping)
 
 from textdet.config import load_config
@@ -86,46 +87,13 @@ LIMITS = {"loss_rel": 1e-4, "lr_abs": 1e-9, "weight_abs": 1e-4}  # issue 28's "d
 TERMS = ("loss", "loss_prob", "loss_thresh", "loss_binary")
 
 
-class NarrowDetResNet(nn.Cell):
-    """MindOCR's DetResNet (mindcv's ResNet cells: stem, "same" max-pool, Bottleneck or BasicBlock) at ``width``
-    channels (64: MindOCR's own)."""
-
-    def __init__(self, width: int, backbone: str = "det_resnet50") -> None:
-        super().__init__()
-        block, layers = RESNETS[backbone]
-        self.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, pad_mode="pad", padding=3)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.relu = nn.ReLU()
-        self.max_pool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="same")
-        chans, stages = width, []
-        for index, (mult, blocks) in enumerate(zip((1, 2, 4, 8), layers, strict=True)):
-            out, stride = width * mult, 1 if index == 0 else 2
-            cells = []
-            for index_in_stage in range(blocks):
-                down = None
-                if index_in_stage == 0 and (stride != 1 or chans != out * block.expansion):
-                    down = nn.SequentialCell([nn.Conv2d(chans, out * block.expansion, kernel_size=1,
-                                                        stride=stride), nn.BatchNorm2d(out * block.expansion)])
-                cells.append(block(chans, out, stride=stride if index_in_stage == 0 else 1, down_sample=down))
-                chans = out * block.expansion
-            stages.append(nn.SequentialCell(cells))
-        self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        self.out_channels = [width * m * block.expansion for m in (1, 2, 4, 8)]
-
-    def construct(self, x):
-        x = self.max_pool(self.relu(self.bn1(self.conv1(x))))
-        x1 = self.layer1(x)
-        x2 = self.layer2(x1)
-        x3 = self.layer3(x2)
-        return [x1, x2, x3, self.layer4(x3)]
-
-
 class MsDBNet(nn.Cell):
     """MindOCR's BaseModel layout: backbone -> DBFPN -> DBHead (the user's neck and head settings)."""
 
     def __init__(self, width: int, neck: int, backbone: str = "det_resnet50") -> None:
         super().__init__()
-        self.backbone = NarrowDetResNet(width, backbone)
+        block, layers = RESNETS[backbone]
+        self.backbone = NarrowDetResNet(width, block, layers)
         self.neck = MsDBFPN(self.backbone.out_channels, neck, bias=False)
         self.head = MsDBHead(neck, k=50, bias=False, adaptive=True)
 
