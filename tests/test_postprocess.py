@@ -10,7 +10,7 @@ import torch
 
 from textdet.config.components import build_component
 from textdet.errors import ConfigError
-from textdet.geometry import box_points, offset_polygon, order_quads, quad_corners, shrink_distance
+from textdet.geometry import offset_polygon, order_quads, quad_corners, shrink_distance
 from textdet.metrics import DetMetric
 from textdet.postprocess import POSTPROCESSES, DBPostprocess
 from textdet.postprocess import db_postprocess as dbp
@@ -255,16 +255,17 @@ def test_unclip_quad_is_mindocrs_pyclipper_route():
     assert max(diffs) <= 1.0 and same >= 270  # 281 of 300 identical
 
 
-def test_corner_order_python_numpy_and_geometry_agree():
-    """quad_corners (per box), box_points + order_quads (vectorised) and cv2.boxPoints + order_quads."""
+def test_quad_corners_are_cv2_box_points_in_the_one_order():
+    """quad_corners (the one routine from rectangles to corners) = cv2.boxPoints + order_quads; known
+    answers."""
     rects = _random_rects(200, 1) + [((50.0, 50.0), (20.0, 10.0), a) for a in (0.0, 45.0, 90.0, -90.0)]
     flat = np.array([[cx, cy, w, h, a] for (cx, cy), (w, h), a in rects])
-    vectorised = order_quads(box_points(flat))
-    for rect, vec in zip(rects, vectorised, strict=True):
-        (cx, cy), (w, h), a = rect
-        python = np.array(quad_corners(cx, cy, w, h, a)).reshape(4, 2)
-        np.testing.assert_allclose(python, vec, atol=1e-9)
-        np.testing.assert_allclose(order_quads(cv2.boxPoints(rect)[None])[0], vec, atol=1e-3)
+    corners = quad_corners(flat)
+    for rect, got in zip(rects, corners, strict=True):
+        np.testing.assert_allclose(order_quads(cv2.boxPoints(rect)[None])[0], got, atol=1e-3)
+    # TL, TR, BR, BL: a 20 x 10 box at (50, 50), upright and turned by 90 degrees
+    np.testing.assert_allclose(corners[-4], [[40, 45], [60, 45], [60, 55], [40, 55]], atol=1e-9)
+    np.testing.assert_allclose(corners[-2], [[45, 40], [55, 40], [55, 60], [45, 60]], atol=1e-9)
 
 
 def _many_blobs(n: int) -> np.ndarray:
@@ -277,18 +278,6 @@ def _many_blobs(n: int) -> np.ndarray:
         box = cv2.boxPoints((centre, (rng.uniform(10, 40), rng.uniform(6, 20)), rng.uniform(-60, 60)))
         cv2.fillPoly(prob, [np.round(box).astype(np.int32)], 0.9)
     return cv2.GaussianBlur(prob, (5, 5), 1.0)
-
-
-def test_python_and_numpy_finishing_agree(monkeypatch):
-    """Below _VECTORISE_FROM boxes the corners are made in pure Python, above with numpy: the same output."""
-    maps = _many_blobs(60)[None]
-    shape_list = np.array([[maps.shape[1] * 2, maps.shape[2] / 2, 0.5, 2.0]])
-    numpy_out = DBPostprocess()(maps, shape_list)[0]
-    assert len(numpy_out["polys"]) >= dbp._VECTORISE_FROM
-    monkeypatch.setattr(dbp, "_VECTORISE_FROM", 10**9)
-    python_out = DBPostprocess()(maps, shape_list)[0]
-    assert python_out["scores"] == numpy_out["scores"]
-    np.testing.assert_array_equal(np.stack(python_out["polys"]), np.stack(numpy_out["polys"]))
 
 
 def test_quads_match_the_old_pyclipper_route():
@@ -371,126 +360,16 @@ def test_rescale_turns_negative_zero_into_zero():
         assert not np.signbit(out).any()
 
 
-needs_link_runs = pytest.mark.skipif(dbp._LINK_RUNS is None, reason="OpenCV < 4.10: no findContoursLinkRuns")
-
-
-def _find_contours(bitmap: np.ndarray) -> list[np.ndarray]:
-    return list(cv2.findContours(bitmap, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)[0])
-
-
-def _box_possible(contour: np.ndarray) -> bool:
-    """_quad_rects' bounding-box prefilter: can this contour give a box? (written out: a known answer)"""
-    _, _, w, h = cv2.boundingRect(contour)
-    return (w - 1) * (h - 1) >= 9
-
-
-@needs_link_runs
-def test_quad_candidates_known_answers(monkeypatch):
-    """A rectangle and an L: findContours' order (last found first), starts, bounding boxes and rectangles; holes."""
-    bitmap = np.zeros((12, 16), np.uint8)
-    bitmap[1:4, 2:8] = 1  # x 2..7, y 1..3
-    bitmap[1:9, 10:12] = 1  # the L: x 10..11, y 1..8 ...
-    bitmap[7:9, 10:15] = 1  # ... and x 10..14, y 7..8
-    got = dbp.quad_candidates(bitmap, 1000)
-    assert [tuple(c[0].ravel()) for c, _ in got] == [(10, 1), (2, 1)]
-    assert [box for _, box in got] == [(10, 1, 5, 8), (2, 1, 6, 3)]
-    (cx, cy), sides, _ = cv2.minAreaRect(got[1][0])
-    assert (cx, cy, sorted(sides)) == (4.5, 2.0, [2.0, 5.0])
-    assert [cv2.minAreaRect(c) for c, _ in got] == [cv2.minAreaRect(c) for c in _find_contours(bitmap)]  # bit for bit
-    # a 1-pixel hole in the L: findContours' contour of it has a 3x3 bounding box, no box: left out
-    bitmap[7, 11] = 0
-    assert len(_find_contours(bitmap)) == 3
-    assert [box for _, box in dbp.quad_candidates(bitmap, 1000)] == [(10, 1, 5, 8), (2, 1, 6, 3)]
-    # a 3x3 hole in a 7x7 square: a 5x5 hole contour could give a box -> findContours is needed
-    square = np.zeros((9, 9), np.uint8)
-    square[1:8, 1:8] = 1
-    square[3:6, 3:6] = 0
-    assert dbp.quad_candidates(square, 1000) is None
-    assert dbp.quad_candidates(bitmap, 2) is None  # findContours' list (3 with the hole) would be cut
-    assert len(dbp.quad_candidates(bitmap, 3)) == 2
-    assert dbp.quad_candidates(np.zeros((4, 4), np.uint8), 1000) == []
-    monkeypatch.setattr(dbp, "_LINK_RUNS", None)  # OpenCV < 4.10
-    assert dbp.quad_candidates(bitmap, 1000) is None
-
-
-@needs_link_runs
-def test_quad_candidates_break_min_area_rect_ties_as_find_contours():
-    """This shape has two minimum-area rectangles (3 x 4 axis-aligned, 2.4 x 5 tilted, both 12); minAreaRect picks by
-    where the hull starts, so the link-runs points must come in findContours' direction from its start."""
-    bitmap = np.array([[0, 0, 0, 0, 0, 0, 0],
-                       [0, 1, 1, 1, 1, 1, 0],
-                       [0, 0, 0, 0, 0, 1, 0],
-                       [0, 1, 1, 0, 1, 1, 0],
-                       [0, 0, 1, 0, 0, 1, 0],
-                       [0, 0, 0, 0, 0, 0, 0]], np.uint8)
-    ((contour, box),) = dbp.quad_candidates(bitmap, 1000)  # the 3-pixel speck is too small for a box
-    assert box == (1, 1, 5, 4)
-    (cx, cy), sides, _ = cv2.minAreaRect(contour)
-    assert (cx, cy, sorted(sides)) == (3.0, 2.5, [3.0, 4.0])  # findContours' choice
-    (raw,) = [c for c in dbp._LINK_RUNS(bitmap)[0] if cv2.boundingRect(c) == box]
-    (cx, cy), sides, _ = cv2.minAreaRect(raw)  # the link-runs order as it comes: the other rectangle
-    assert (round(cx, 2), round(cy, 2), sorted(round(v, 2) for v in sides)) == (3.72, 1.54, [2.4, 5.0])
-
-
-@needs_link_runs
-def test_quad_candidates_are_find_contours_ones():
-    """On random bitmaps (holes, islands in holes, specks, image borders): every contour that may give a box, in
-    findContours' order with its minAreaRect; None only when a hole's contour may give a box."""
-    rng = np.random.default_rng(3)
-    fallbacks, rects = 0, []
-    for i in range(400):
-        h, w = rng.integers(2, 40, 2)
-        bitmap = (rng.random((h, w)) < rng.uniform(0.1, 0.9)).astype(np.uint8)
-        if i % 2:  # blocky shapes: large holes and islands
-            small = (rng.random((max(h // 4, 1), max(w // 4, 1))) < 0.6).astype(np.uint8)
-            bitmap = cv2.resize(small, (int(w), int(h)), interpolation=cv2.INTER_NEAREST)
-        got = dbp.quad_candidates(bitmap, 1000)
-        if got is None:
-            fallbacks += 1
-            contours, hierarchy = cv2.findContours(bitmap, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)
-            assert any(_box_possible(c) for c, link in zip(contours, hierarchy[0], strict=True) if link[3] >= 0)
-            continue
-        legacy = [c for c in _find_contours(bitmap) if _box_possible(c)]
-        assert [box for _, box in got] == [cv2.boundingRect(c) for c in legacy]
-        for (c, _), old in zip(got, legacy, strict=True):
-            rects.append((cv2.minAreaRect(c), cv2.minAreaRect(old)))
-    assert 20 < fallbacks < 200  # both paths were exercised
-    # Bit for bit, but where findContours passes a point twice (a 1-pixel neck) its hull starts elsewhere and
-    # minAreaRect may break a tie otherwise: the same box written another way, or another box of the same area
-    assert sum(a == b for a, b in rects) >= 0.95 * len(rects)
-    for a, b in rects:
-        assert a[1][0] * a[1][1] == pytest.approx(b[1][0] * b[1][1], rel=1e-5)
-
-
-@needs_link_runs
-def test_link_runs_do_not_change_the_output(monkeypatch):
-    """Quads with and without the link-runs tracer: the same boxes and scores, bit for bit, holes or not."""
-    rings = np.zeros((64, 128), np.float32)
-    _fill(rings, 4, 4, 40, 30, 0.9)
-    _fill(rings, 12, 12, 13, 12, 0.1)  # a 2x1 hole: findContours' contour of it spans 4x3 pixels, no box
-    _fill(rings, 60, 4, 120, 60, 0.8)
-    _fill(rings, 70, 14, 110, 50, 0.2)  # a large hole: findContours is needed
-    maps = [_many_blobs(40), rings, rings[:, :50]]
-    traced = []  # the candidate lists the link-runs path gave (None: it sent the map to findContours)
-
-    def counting(*args):
-        traced.append(found := dbp.quad_candidates.__wrapped__(*args))
-        return found
-
-    counting.__wrapped__ = dbp.quad_candidates
-    monkeypatch.setattr(dbp, "quad_candidates", counting)
-    for kwargs in ({}, {"score_mode": "fast"}, {"score_mode": "slow"}, {"use_dilation": True},
-                   {"box_thresh": 0.3, "binary_thresh": 0.5}):
-        pp = DBPostprocess(**kwargs)
-        traced.clear()
-        fast = [pp(m[None])[0] for m in maps]
-        # the link-runs path ran ("slow" scores never take it) and gave two maps' candidates; the rings went back
-        assert [t is None for t in traced] == ([] if kwargs.get("score_mode") == "slow" else [False, True, False])
-        with monkeypatch.context() as patch:
-            patch.setattr(dbp, "_LINK_RUNS", None)
-            slow = [pp(m[None])[0] for m in maps]
-        for a, b in zip(fast, slow, strict=True):
-            assert a["scores"] == b["scores"]
-            assert len(a["polys"]) == len(b["polys"]) and all(map(np.array_equal, a["polys"], b["polys"]))
-    assert len(traced[0]) >= 40  # the blobs: one candidate each at least
-
+def test_a_nan_score_keeps_its_box():
+    """A NaN score passes box_thresh, as in MindOCR (``box_thresh > score`` is False for NaN): the box of a
+    map with a NaN pixel inside a given bitmap stays, with score NaN; quads and polygons alike."""
+    prob = _two_boxes()
+    bitmap = prob >= 0.3
+    prob[15, 30] = np.nan  # inside box A, where the bitmap says text
+    for box_type in ("quad", "poly"):
+        (res,) = DBPostprocess(box_type=box_type)({"binary": prob[None], "bitmap": bitmap[None]})
+        polys, scores = _by_x(res)
+        assert len(polys) == 2
+        assert np.isnan(scores[0]) and scores[1] == pytest.approx(0.8, abs=1e-6)
+    (res,) = DBPostprocess()({"binary": prob[None], "bitmap": bitmap[None]})
+    np.testing.assert_array_equal(_by_x(res)[0][0], _rect(4, 4, 56, 26))

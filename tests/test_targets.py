@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from textdet.data.targets import BorderMap, ShrinkBinaryMap
 from textdet.errors import SampleError
-from textdet.geometry import offset_polygon, polygon_area, shrink_distance
+from textdet.geometry import offset_polygon, polygon_area, polygon_areas, shrink_distance
 
 RECT = np.array([[20, 30], [120, 30], [120, 70], [20, 70]], dtype=np.float32)
 
@@ -333,3 +333,21 @@ def test_uint8_maps_give_the_same_loss_as_float32():
     as_uint8 = loss(preds, **batch)
     as_float = loss(preds, **{k: v.float() for k, v in batch.items()})
     assert all(torch.equal(as_uint8[k], as_float[k]) for k in as_float) and as_uint8["loss_thresh"].item() > 0
+
+
+def test_polygon_area_is_polygon_areas_exactly():
+    """polygon_area is polygon_areas of a batch of one: the same float, bit for bit, alone or in a batch of
+    any size, on awkward polygons (tiny and huge, far from the origin, slivers, self-crossing, many vertices,
+    float32)."""
+    rng = np.random.default_rng(11)
+    for n_vertices in (3, 4, 5, 7, 8, 9, 16, 33):
+        size = rng.choice([1e-6, 1.0, 1e4], (40, 1, 1))
+        offset = rng.choice([0.0, 1e6, -3e7], (40, 1, 2))
+        polys = rng.normal(0, 1, (40, n_vertices, 2)) * size + offset
+        polys[::7, :, 1] = polys[::7, :, 0] * 3 + 1e-9  # slivers: (nearly) on one line
+        for batch in (polys, polys.astype(np.float32)):
+            areas = polygon_areas(batch)
+            assert [polygon_area(p) for p in batch] == areas.tolist()
+            assert polygon_areas(batch[5:6]).tolist() == areas[5:6].tolist()
+            assert polygon_areas(batch[::3]).tolist() == areas[::3].tolist()
+    assert polygon_area([[0, 0], [4, 0], [4, 3], [0, 3]]) == 12.0  # a known answer

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyclipper
 
@@ -14,17 +12,21 @@ def next_vertices(a: np.ndarray) -> np.ndarray:
 
 
 def polygon_area(poly: np.ndarray) -> float:
-    """Unsigned area of a simple polygon (shoelace formula)."""
-    p = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
-    x, y = p[:, 0], p[:, 1]
-    return float(abs(np.dot(x, next_vertices(y)) - np.dot(y, next_vertices(x))) / 2.0)
+    """Unsigned area of a simple polygon: ``polygon_areas`` of a batch of one, so the two agree exactly."""
+    points = np.asarray(poly, dtype=np.float64).reshape(1, -1, 2)
+    return float(polygon_areas(points)[0])
 
 
 def polygon_areas(polys: np.ndarray) -> np.ndarray:
-    """Unsigned areas (N,) of N same-length polygons (N, P, 2); may differ from ``polygon_area`` by an ulp."""
-    p = np.asarray(polys, dtype=np.float64)
-    x, y = p[..., 0], p[..., 1]
-    return np.abs((x * next_vertices(y.T).T).sum(-1) - (y * next_vertices(x.T).T).sum(-1)) / 2.0
+    """Unsigned areas (N,) of N same-length polygons (N, P, 2), shoelace formula.
+
+    Each polygon's cross products are summed along one contiguous row, so a polygon's area is the same
+    alone or in any batch (``polygon_area``).
+    """
+    points = np.asarray(polys, dtype=np.float64)
+    successors = np.concatenate((points[..., 1:, :], points[..., :1, :]), axis=-2)
+    cross = points[..., 0] * successors[..., 1] - points[..., 1] * successors[..., 0]
+    return np.abs(np.add.reduce(cross, axis=-1)) / 2.0
 
 
 def polygon_perimeter(poly: np.ndarray) -> float:
@@ -55,39 +57,43 @@ def offset_polygon(poly: np.ndarray, distance: float) -> list[np.ndarray]:
 
 
 def box_points(rects: np.ndarray) -> np.ndarray:
-    """``cv2.boxPoints`` (its formula) in float64 for many rects: (N, 5) ``[cx, cy, w, h, angle]`` -> (N, 4, 2)."""
-    cx, cy, w, h, angle = (rects[:, i] for i in range(5))
-    rad = np.deg2rad(angle)
-    b, a = np.cos(rad) * 0.5, np.sin(rad) * 0.5
-    p0x, p0y = cx - a * h - b * w, cy + b * h - a * w
-    p1x, p1y = cx + a * h - b * w, cy - b * h - a * w
-    xs = np.stack([p0x, p1x, 2.0 * cx - p0x, 2.0 * cx - p1x], axis=1)
-    ys = np.stack([p0y, p1y, 2.0 * cy - p0y, 2.0 * cy - p1y], axis=1)
+    """``cv2.boxPoints`` for many rects, with its formula and corner order, in float64: (N, 5)
+    ``[cx, cy, w, h, angle]`` -> (N, 4, 2)."""
+    cx, cy, w, h, angle = rects.T
+    radians = np.deg2rad(angle)
+    half_cos = np.cos(radians) * 0.5  # OpenCV's b
+    half_sin = np.sin(radians) * 0.5  # OpenCV's a
+    x0 = cx - half_sin * h - half_cos * w
+    y0 = cy + half_cos * h - half_sin * w
+    x1 = cx + half_sin * h - half_cos * w
+    y1 = cy - half_cos * h - half_sin * w
+    xs = np.stack([x0, x1, 2.0 * cx - x0, 2.0 * cx - x1], axis=1)  # corners 2 and 3 mirror 0 and 1
+    ys = np.stack([y0, y1, 2.0 * cy - y0, 2.0 * cy - y1], axis=1)
     return np.stack([xs, ys], axis=2)
 
 
 def order_quads(boxes: np.ndarray) -> np.ndarray:
-    """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box (leftmost two by y, then rightmost)."""
+    """The one corner order for quads: (N, 4, 2) -> TL, TR, BR, BL per box.
+
+    The two leftmost corners (stable sort by x) are TL above BL; the two rightmost are TR above BR.
+    """
     rows = np.arange(len(boxes))[:, None]
     by_x = boxes[rows, np.argsort(boxes[..., 0], axis=1, kind="stable")]
-    swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp), (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)
-    pick = np.stack([swap[0], 2 + swap[1], 3 - swap[1], 1 - swap[0]], axis=1)  # TL, TR, BR, BL in by_x
+    # by_x[:, 0:2] are the left corners, by_x[:, 2:4] the right ones; 1 where the second of a pair is higher
+    left_swap = (by_x[:, 0, 1] > by_x[:, 1, 1]).astype(np.intp)
+    right_swap = (by_x[:, 2, 1] > by_x[:, 3, 1]).astype(np.intp)
+    top_left = left_swap
+    bottom_left = 1 - left_swap
+    top_right = 2 + right_swap
+    bottom_right = 3 - right_swap
+    pick = np.stack([top_left, top_right, bottom_right, bottom_left], axis=1)  # indices into by_x
     return by_x[rows, pick]
 
 
-def quad_corners(cx: float, cy: float, w: float, h: float, angle: float) -> tuple[float, ...]:
-    """One rectangle's corners TL, TR, BR, BL as 8 floats: ``box_points`` + ``order_quads`` in pure Python."""
-    rad = math.radians(angle)
-    b, a = math.cos(rad) * 0.5, math.sin(rad) * 0.5
-    ah, bw, bh, aw = a * h, b * w, b * h, a * w
-    xs = (cx - ah - bw, cx + ah - bw, cx + ah + bw, cx - ah + bw)
-    ys = (cy + bh - aw, cy - bh - aw, cy - bh + aw, cy + bh + aw)
-    l0, l1, r0, r1 = sorted(range(4), key=xs.__getitem__)  # stable
-    if ys[l0] > ys[l1]:
-        l0, l1 = l1, l0
-    if ys[r0] > ys[r1]:
-        r0, r1 = r1, r0
-    return xs[l0], ys[l0], xs[r0], ys[r0], xs[r1], ys[r1], xs[l1], ys[l1]
+def quad_corners(rects: np.ndarray) -> np.ndarray:
+    """The one routine from rectangles to quads: (N, 5) ``[cx, cy, w, h, angle]`` (``minAreaRect``'s values)
+    -> float64 (N, 4, 2) corners TL, TR, BR, BL."""
+    return order_quads(box_points(np.asarray(rects, dtype=np.float64).reshape(-1, 5)))
 
 
 def poly_bounds(polys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

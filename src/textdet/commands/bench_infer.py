@@ -118,7 +118,8 @@ class _Limited:
     """The first ``batches`` batches of a loader (the Evaluator iterates and sizes it)."""
 
     def __init__(self, loader, batches: int):
-        self.loader, self.batches = loader, batches
+        self.loader = loader
+        self.batches = batches
 
     def __iter__(self) -> Iterator:
         return itertools.islice(iter(self.loader), self.batches)

@@ -113,18 +113,23 @@ def read_onnx_layers(path: str | os.PathLike) -> list[Layer]:
     layers = []
     for n in graph.node:
         if n.op_type in ("Conv", "ConvTranspose"):
-            w = const.get(n.input[1])
-            if w is None:
+            weight = const.get(n.input[1])
+            if weight is None:
                 raise TextdetError(f"{path}: {n.op_type} {n.name or n.output[0]} has a computed weight; not an export")
-            out_ch = w.shape[0] if n.op_type == "Conv" else w.shape[1]
-            b = const.get(n.input[2]) if len(n.input) > 2 and n.input[2] else follower_const(n, out_ch)
+            out_channels = weight.shape[0] if n.op_type == "Conv" else weight.shape[1]
+            if len(n.input) > 2 and n.input[2]:
+                bias = const.get(n.input[2])
+            else:  # a bias added by the next node
+                bias = follower_const(n, out_channels)
             kind = "conv" if n.op_type == "Conv" else "convT"
-            layers.append(Layer(kind, n.output[0], [w] if b is None else [w, b.reshape(-1)]))
+            tensors = [weight] if bias is None else [weight, bias.reshape(-1)]
+            layers.append(Layer(kind, n.output[0], tensors))
         elif n.op_type == "BatchNormalization":
             layers.append(Layer("bn", n.output[0], [const[i] for i in n.input[1:5]]))
         elif n.op_type == "Mul":  # a learnable affine: Mul by a shape-(1,) tensor, then Add of one
             scale = next((const[i] for i in n.input if i in const), None)
-            if scale is not None and scale.shape == (1,) and (bias := follower_const(n, 1, ndim=1)) is not None:
+            bias = follower_const(n, 1, ndim=1) if scale is not None and scale.shape == (1,) else None
+            if bias is not None:
                 layers.append(Layer("affine", n.output[0], [scale, bias]))
     return layers
 
@@ -144,6 +149,19 @@ def _execution_order(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return seen
 
 
+def _identity_batchnorm(name: str, module: nn.BatchNorm2d, state: dict[str, torch.Tensor],
+                        bias: np.ndarray | None) -> dict[str, torch.Tensor]:
+    """State of a BatchNorm the export folded into the conv before it: an identity (mean 0, var 1 - eps,
+    weight 1) that adds ``bias`` (the conv's folded bias), or 0 where the conv kept its own bias."""
+    ones = torch.ones_like(state[f"{name}.weight"])
+    return {
+        f"{name}.weight": ones,
+        f"{name}.bias": torch.zeros_like(ones) if bias is None else torch.from_numpy(bias),
+        f"{name}.running_mean": torch.zeros_like(ones),
+        f"{name}.running_var": ones - module.eps,
+    }
+
+
 def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict[str, torch.Tensor]:
     """Assign ``layers`` to ``model``'s modules in execution order -> state_dict; a mismatch names the first
     layer that does not fit.
@@ -151,32 +169,42 @@ def load_onnx_layers(model: nn.Module, layers: list[Layer], source: str) -> dict
     A BatchNorm the export folded into the conv before it becomes an identity (running mean 0, var 1 - eps,
     weight 1) whose bias is the conv's folded bias when textdet's conv has no bias of its own, else 0.
     """
-    state, pos, folded_bias, after_conv = model.state_dict(), 0, None, False
+    state = model.state_dict()
+    position = 0  # index in ``layers`` of the next layer to assign
+    folded_bias = None  # an ONNX conv's bias textdet's conv has no room for: the next BatchNorm takes it
+    after_conv = False  # whether the module just filled was a (transposed) convolution
     for name, module in _execution_order(model):
-        kind, layer = _KINDS[type(module)], layers[pos] if pos < len(layers) else None
-        keys = [f"{name}.{k}" for k, _ in module.named_parameters(recurse=False)]
-        if kind == "bn" and (layer is None or layer.kind != "bn") and after_conv:
-            ones = torch.ones_like(state[f"{name}.weight"])
-            bias = torch.zeros_like(ones) if folded_bias is None else torch.from_numpy(folded_bias)
-            state.update({f"{name}.weight": ones, f"{name}.bias": bias,
-                          f"{name}.running_mean": torch.zeros_like(ones), f"{name}.running_var": ones - module.eps})
-            folded_bias, after_conv = None, False
+        kind = _KINDS[type(module)]
+        layer = layers[position] if position < len(layers) else None
+        folded_away = kind == "bn" and after_conv and (layer is None or layer.kind != "bn")  # by the export
+        if folded_away:
+            state.update(_identity_batchnorm(name, module, state, folded_bias))
+            folded_bias = None
+            after_conv = False
             continue
+        keys = [f"{name}.{key}" for key, _ in module.named_parameters(recurse=False)]
         if kind == "bn":
             keys += [f"{name}.running_mean", f"{name}.running_var"]
-        got = None if layer is None else (layer.kind, [tuple(t.shape) for t in layer.tensors])
-        want = (kind, [tuple(state[k].shape) for k in keys])
-        extra_bias = got is not None and kind == "conv" and len(got[1]) == 2 and len(want[1]) == 1
-        if got is None or (got[0], got[1][:1] if extra_bias else got[1]) != want or folded_bias is not None:
-            raise TextdetError(f"{source}: layer {pos} ({'none left' if got is None else f'{layer.node}: {got}'}) does "
+        want = (kind, [tuple(state[key].shape) for key in keys])
+        if layer is None:
+            raise TextdetError(f"{source}: layer {position} (none left) does not fit textdet's {name} "
+                               f"{want}")
+        got_shapes = [tuple(t.shape) for t in layer.tensors]
+        # an ONNX conv with a bias where textdet's conv has none: the bias goes to the BatchNorm after it
+        extra_bias = kind == "conv" and len(got_shapes) == 2 and len(want[1]) == 1
+        compared = (layer.kind, got_shapes[:1] if extra_bias else got_shapes)
+        if compared != want or folded_bias is not None:  # or a folded bias no BatchNorm took
+            raise TextdetError(f"{source}: layer {position} ({layer.node}: {(layer.kind, got_shapes)}) does "
                                f"not fit textdet's {name} {want}")
-        for key, t in zip(keys, layer.tensors, strict=False):
-            state[key] = torch.from_numpy(np.array(t, dtype=np.float32))
+        for key, tensor in zip(keys, layer.tensors, strict=False):
+            state[key] = torch.from_numpy(np.array(tensor, dtype=np.float32))
         folded_bias = layer.tensors[1].astype(np.float32) if extra_bias else None
-        after_conv, pos = kind in ("conv", "convT"), pos + 1
-    if pos < len(layers):
-        raise TextdetError(f"{source}: {len(layers) - pos} layers left over after the model was filled, first "
-                           f"{layers[pos].node}")
+        after_conv = kind in ("conv", "convT")
+        position += 1
+    if position < len(layers):
+        left_over = len(layers) - position
+        raise TextdetError(f"{source}: {left_over} layers left over after the model was filled, first "
+                           f"{layers[position].node}")
     return state
 
 

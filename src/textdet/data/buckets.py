@@ -95,7 +95,9 @@ class BucketBatchSampler(Sampler):
     Evaluation order changes nothing: the metric sums over images."""
 
     def __init__(self, sampler: Sampler, bucket_of: Sequence[int], batch_size: int) -> None:
-        self.sampler, self.bucket_of, self.batch_size = sampler, list(bucket_of), int(batch_size)
+        self.sampler = sampler
+        self.bucket_of = list(bucket_of)
+        self.batch_size = int(batch_size)
 
     def _bucket(self, key: Any) -> int:
         index = key[1] if isinstance(key, tuple) else key  # EpochSampler yields (epoch, index)

@@ -123,7 +123,8 @@ class CachedDecode:
     """DecodeImage that reads from and fills an ImageCache (same output, decoded once per image)."""
 
     def __init__(self, decode: DecodeImage, cache: ImageCache):
-        self.decode, self.cache = decode, cache
+        self.decode = decode
+        self.cache = cache
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         img = self.cache.get(sample["img_path"])

@@ -48,8 +48,11 @@ class DetDataset(Dataset):
         if not self.records:
             raise DataError(f"no usable samples in {', '.join(files)} under {image_dir} "
                             f"({len(self.problems)} problems; run `textdet check-data -c CFG` to list them)")
-        self.image_dir, self.transform, self.output_columns = image_dir, transform, list(output_columns)
-        self.seed, self.cache = seed, None
+        self.image_dir = image_dir
+        self.transform = transform
+        self.output_columns = list(output_columns)
+        self.seed = seed
+        self.cache = None
         steps = getattr(transform, "transforms", None)
         if cache_images is not False and steps and cacheable(steps[0]):
             paths = [os.path.join(image_dir, r.rel_path) for r in self.records]
@@ -96,14 +99,19 @@ class EpochSampler(Sampler):
     those global positions, and a resume on another number of ranks continues after exactly them."""
 
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world_size: int = 1, pad: bool = True):
-        self.n, self.shuffle, self.seed = n, shuffle, seed
-        self.rank, self.world_size, self.pad = rank, world_size, pad
+        self.n = n
+        self.shuffle = shuffle
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.pad = pad
         self.epoch = self.skip = 0
 
     def set_epoch(self, epoch: int, skip: int = 0) -> None:
         """``skip``: samples of this epoch's order already trained, by all ranks together (a mid-epoch resume
         continues after them)."""
-        self.epoch, self.skip = epoch, skip
+        self.epoch = epoch
+        self.skip = skip
 
     def _shard_size(self, remaining: int) -> int:
         if self.pad:

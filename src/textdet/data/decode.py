@@ -25,8 +25,11 @@ class DecodeImage:
                  ignore_orientation: bool = False, keep_ori: bool = False) -> None:
         if img_mode not in ("BGR", "RGB"):
             raise ValueError(f"img_mode must be 'BGR' or 'RGB', got {img_mode!r}")
-        self.img_mode, self.channel_first, self.to_float32 = img_mode, bool(channel_first), bool(to_float32)
-        self.ignore_orientation, self.keep_ori = bool(ignore_orientation), bool(keep_ori)
+        self.img_mode = img_mode
+        self.channel_first = bool(channel_first)
+        self.to_float32 = bool(to_float32)
+        self.ignore_orientation = bool(ignore_orientation)
+        self.keep_ori = bool(keep_ori)
         # OpenCV >= 4.10 decodes straight to RGB: bit-identical to BGR + cvtColor, one full-frame pass less.
         self._decode_rgb = img_mode == "RGB" and hasattr(cv2, "IMREAD_COLOR_RGB")
         colour = cv2.IMREAD_COLOR_RGB if self._decode_rgb else cv2.IMREAD_COLOR
@@ -106,11 +109,8 @@ class DetLabelEncode:
             arr = arr.astype(np.float32)
             if not np.isfinite(arr).all():
                 return None
-            p = arr.astype(np.float64)
-            area = polygon_areas(p)
-        # polygon_area sums in another order; only a (near-)zero area could compare differently
-        scale = np.abs(p).max(axis=(1, 2)) ** 2 + 1.0
-        return list(arr) if (area > 1e-9 * scale).all() else None
+            areas = polygon_areas(arr)  # the very values _parse_polygon's polygon_area gives
+        return list(arr) if (areas > 0).all() else None
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         entries = self._entries(sample)

@@ -56,8 +56,10 @@ class PackPolygons:
     """
 
     def __init__(self, shrink: Any, border: Any, max_polys: int = 256, max_points: int = 32) -> None:
-        self.shrink, self.border = shrink, border
-        self.max_polys, self.max_points = max_polys, max_points
+        self.shrink = shrink
+        self.border = border
+        self.max_polys = max_polys
+        self.max_points = max_points
 
     __repr__ = component_repr
 
@@ -160,7 +162,9 @@ class DeviceTargets:
     columns = COLUMNS  # the batch keys it consumes
 
     def __init__(self, thresh_min: float = 0.3, thresh_max: float = 0.7, chunk: int = _CHUNK) -> None:
-        self.thresh_min, self.thresh_max, self.chunk = float(thresh_min), float(thresh_max), int(chunk)
+        self.thresh_min = float(thresh_min)
+        self.thresh_max = float(thresh_max)
+        self.chunk = int(chunk)
 
     __repr__ = component_repr
 
@@ -198,16 +202,17 @@ def split_device_targets(pipeline: Compose, option: Any, device: torch.device) -
     DeviceTargets (run on each batch by the trainer's feed). Unchanged, with None, when the option is off."""
     if not wants_device_targets(option, device):
         return pipeline, None
-    ts = list(pipeline.transforms)
-    shrink = [i for i, t in enumerate(ts) if isinstance(t, ShrinkBinaryMap)]
-    border = [i for i, t in enumerate(ts) if isinstance(t, BorderMap)]
+    transforms = list(pipeline.transforms)
+    shrink = [i for i, t in enumerate(transforms) if isinstance(t, ShrinkBinaryMap)]
+    border = [i for i, t in enumerate(transforms) if isinstance(t, BorderMap)]
     if len(shrink) != 1 or len(border) != 1 or border[0] < shrink[0]:
         if option is True:
             raise ConfigError("train.targets_on_device: true needs one ShrinkBinaryMap followed by one BorderMap in "
                               f"train.dataset.transform_pipeline (found {len(shrink)} and {len(border)}); set it to "
                               "auto or false")
         return pipeline, None
-    s, b = ts[shrink[0]], ts[border[0]]
-    ts[shrink[0]] = PackPolygons(s, b)
-    del ts[border[0]]
-    return Compose(ts), DeviceTargets(b.thresh_min, b.thresh_max)
+    shrink_map = transforms[shrink[0]]
+    border_map = transforms[border[0]]
+    transforms[shrink[0]] = PackPolygons(shrink_map, border_map)
+    del transforms[border[0]]
+    return Compose(transforms), DeviceTargets(border_map.thresh_min, border_map.thresh_max)

@@ -73,7 +73,12 @@ def _points(value: Any, where: str) -> list[list[float]]:
 
 def plain_points(points: Any) -> list[list[int | float]]:
     """Points as JSON numbers: integers stay integers, others are rounded to 0.01 px."""
-    return [[int(v) if (v := float(c)).is_integer() else round(v, 2) for c in p] for p in points]
+    return [[_json_number(float(c)) for c in p] for p in points]
+
+
+def _json_number(value: float) -> int | float:
+    """``value`` as an int when it is whole, else rounded to 0.01."""
+    return int(value) if value.is_integer() else round(value, 2)
 
 
 def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, summary: Summary) -> bool:
@@ -215,7 +220,8 @@ def read_mmocr(src: str, summary: Summary) -> list[Record]:
 def read_labels(src: str, summary: Summary) -> list[Record]:
     """MindOCR/PaddleOCR label file, or textdet predict's predictions.json (for --to labelme)"""
     if src.endswith(".json"):
-        if not isinstance(doc := _load_json(src), dict) or not all(isinstance(v, list) for v in doc.values()):
+        doc = _load_json(src)
+        if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
             raise DataError(f"{src}: expected predict's predictions.json: {{image: [{{points, score}}, ...]}}")
         rows = [(name, items, f"{src}: {name!r}") for name, items in doc.items()]
     else:

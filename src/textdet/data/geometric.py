@@ -154,7 +154,8 @@ class RandomCropWithBBox:
             raise ValueError(f"max_tries must be an integer >= 0, got {max_tries!r}")
         if not isinstance(min_crop_ratio, (int, float)) or not 0.0 < min_crop_ratio <= 1.0:
             raise ValueError(f"min_crop_ratio must be in (0, 1], got {min_crop_ratio!r}")
-        self.max_tries, self.min_crop_ratio = max_tries, float(min_crop_ratio)
+        self.max_tries = max_tries
+        self.min_crop_ratio = float(min_crop_ratio)
         self.crop_size = check_pair(crop_size, "crop_size", positive=True, integer=True)
         self.p = check_prob(p)
 
@@ -238,7 +239,8 @@ class ValidatePolygons:
             raise ValueError(f"min_area must be a number >= 0, got {min_area!r}")
         if not isinstance(min_vertices, int) or min_vertices < 3:
             raise ValueError(f"min_vertices must be an integer >= 3, got {min_vertices!r}")
-        self.min_area, self.min_vertices = float(min_area), min_vertices
+        self.min_area = float(min_area)
+        self.min_vertices = min_vertices
         self.clip_to_visible_area = bool(clip_to_visible_area)
 
     def _check(self, poly: np.ndarray, w: float, h: float) -> tuple[np.ndarray | None, bool]:
@@ -270,20 +272,21 @@ class ValidatePolygons:
         h, w = (int(v) for v in sample.get("actual_size", sample["image"].shape[:2]))
         polys, texts, tags = [], [], []
         raw = [np.asarray(p, dtype=np.float32) for p in sample["polys"]]
-        fast = self._inside_areas(raw, w, h) if raw else None
+        batched = self._inside_areas(raw, w, h) if raw else None
+        inside, areas = batched if batched is not None else (None, None)
         for k, (poly, text, ignore) in enumerate(zip(raw, sample["texts"], sample["ignore_tags"], strict=True)):
-            if fast is not None and fast[0][k]:
-                area = fast[1][k]
-                if abs(area - self.min_area) <= 1e-9 * (area + 1.0):  # summation order could matter: be exact
-                    area = polygon_area(poly + np.float32(0.5))
-                kept, newly_ignored = poly, area < self.min_area
+            if inside is not None and inside[k]:
+                kept = poly
+                newly_ignored = areas[k] < self.min_area  # the very area _check's polygon_area gives
             else:
                 kept, newly_ignored = self._check(poly, w, h)
             if kept is not None:
                 polys.append(kept)
                 texts.append(text)
                 tags.append(bool(ignore) or newly_ignored)
-        sample["polys"], sample["texts"], sample["ignore_tags"] = polys, texts, np.array(tags, dtype=bool)
+        sample["polys"] = polys
+        sample["texts"] = texts
+        sample["ignore_tags"] = np.array(tags, dtype=bool)
         return sample
 
     __repr__ = component_repr

@@ -239,7 +239,12 @@ def convert_icdar15(gt_dir: str, out_file: str, image_prefix: str = "", image_ex
     Lines are ``{image_prefix}img_N{image_ext}<TAB>[...]``, sorted by N; a prefix without trailing ``/`` is a folder."""
     if not os.path.isdir(gt_dir):
         raise DataError(f"ICDAR2015 ground-truth folder not found: {gt_dir}")
-    numbered = sorted((int(m.group(1)), name) for name in os.listdir(gt_dir) if (m := _GT_NAME.match(name)))
+    numbered = []  # (N, file name) of every gt_img_N.txt
+    for name in os.listdir(gt_dir):
+        match = _GT_NAME.match(name)
+        if match:
+            numbered.append((int(match.group(1)), name))
+    numbered.sort()
     if not numbered:
         raise DataError(f"no gt_img_N.txt files in {gt_dir}")
     prefix = image_prefix if not image_prefix or image_prefix.endswith("/") else image_prefix + "/"

@@ -44,7 +44,8 @@ class FusedGeometry:
             raise ValueError("RandomCropWithBBox can only be the last fused step (its padding ends the warp)")
         if color is not None and not color.is_pixelwise:
             raise ValueError("color must be a pixel-wise RandomColorAdjust (contrast off) to be moved after the warp")
-        self.steps, self.color = list(steps), color
+        self.steps = list(steps)
+        self.color = color
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
         factors = self.color.draw(rng) if self.color is not None else None  # drawn first, as sequentially
@@ -125,7 +126,8 @@ class FusedNormalize:
     steps take 4 to 6 and cv2.dnn's blobFromImage 0.8 to 4.5 by OpenCV build. Not 3-channel uint8: the reference."""
 
     def __init__(self, normalize: NormalizeImage, to_chw: ToCHWImage) -> None:
-        self.normalize, self.to_chw = normalize, to_chw
+        self.normalize = normalize
+        self.to_chw = to_chw
         # (256, 1, 3): every uint8 level through NormalizeImage's float32 ops, in its order
         table = (np.arange(256, dtype=np.float32).reshape(256, 1, 1) - normalize._mean) * normalize._inv_std
         self.tables = [np.ascontiguousarray(table[:, 0, c]).reshape(1, 256) for c in range(3)]

@@ -53,7 +53,8 @@ class NormalizeImage:
         self.mean = _mean_std(mean, "mean", IMAGENET_MEAN)  # (3,) float64, output channel order
         self.std = _mean_std(std, "std", IMAGENET_STD)
         self.is_hwc = bool(is_hwc)
-        self.bgr_to_rgb, self.rgb_to_bgr = bool(bgr_to_rgb), bool(rgb_to_bgr)
+        self.bgr_to_rgb = bool(bgr_to_rgb)
+        self.rgb_to_bgr = bool(rgb_to_bgr)
         self.swap = self.bgr_to_rgb or self.rgb_to_bgr
         shape = (1, 1, 3) if self.is_hwc else (3, 1, 1)
         self._mean = self.mean.reshape(shape).astype(np.float32)
@@ -113,9 +114,13 @@ class DetResize:
             self.target_size = (th, tw)
         if self.limit_type is None and self.target_size is None and not force_divisable:
             raise ValueError("limit_type none needs target_size or force_divisable=True")
-        self.keep_ratio, self.padding = bool(keep_ratio), bool(padding)
-        self.limit_side_len, self.force_divisable, self.divisor = limit_side_len, bool(force_divisable), divisor
-        self.interpolation, self.max_side_limit = interpolation, max_side_limit
+        self.keep_ratio = bool(keep_ratio)
+        self.padding = bool(padding)
+        self.limit_side_len = limit_side_len
+        self.force_divisable = bool(force_divisable)
+        self.divisor = divisor
+        self.interpolation = interpolation
+        self.max_side_limit = max_side_limit
 
     def output_size(self, h: int, w: int) -> tuple[int, int, bool]:
         """Return (resize_h, resize_w, pad_to_target) for an (h, w) image."""

@@ -47,14 +47,22 @@ def _random_word(rng: np.random.Generator) -> str:
     if kind < 0.5:
         w = _choice(rng, _WORDS)
         case = rng.random()
-        return w.upper() if case < 0.3 else w.capitalize() if case < 0.55 else w
+        if case < 0.3:
+            return w.upper()
+        if case < 0.55:
+            return w.capitalize()
+        return w
     if kind < 0.75:
         w = "".join(_choice(rng, _LOWER) for _ in range(int(rng.integers(2, 9))))
         return w.upper() if rng.random() < 0.35 else w
     if kind < 0.9:
         n = str(int(rng.integers(0, 10 ** int(rng.integers(1, 6)))))
         deco = rng.random()
-        return f"${n}.{int(rng.integers(100)):02d}" if deco < 0.2 else f"{n}%" if deco < 0.3 else n
+        if deco < 0.2:
+            return f"${n}.{int(rng.integers(100)):02d}"
+        if deco < 0.3:
+            return f"{n}%"
+        return n
     return "".join(_choice(rng, _ALNUM) for _ in range(int(rng.integers(3, 8))))
 
 
@@ -127,15 +135,21 @@ def _render(words: list[str], size: int, stroke: int, face: int | None = None) -
         origin = (pad - left, pad - top)
         canvas = Image.new("L", (right - left + 2 * pad, bottom - top + 2 * pad), 0)
         ImageDraw.Draw(canvas).text(origin, line, font=font, fill=255, stroke_width=stroke, stroke_fill=255)
-        alpha, length = np.asarray(canvas), font.getlength
+        alpha = np.asarray(canvas)
+        length = font.getlength
     else:
-        scale, thick = cv2.getFontScaleFromHeight(face, int(0.72 * size)), max(1, size // 14) + stroke
+        scale = cv2.getFontScaleFromHeight(face, int(0.72 * size))
+        thick = max(1, size // 14) + stroke
         (tw, th), base = cv2.getTextSize(line, face, scale, thick)
         pad = 2 + thick
         origin = (pad, pad + th)
         alpha = np.zeros((th + base + 2 * pad, tw + 2 * pad), np.uint8)
         cv2.putText(alpha, line, origin, face, scale, 255, thick, cv2.LINE_AA)
-        length = lambda text: cv2.getTextSize(text, face, scale, thick)[0][0]  # noqa: E731
+
+        def length(text: str) -> int:
+            """Width of ``text`` in pixels as cv2.putText draws it."""
+            return cv2.getTextSize(text, face, scale, thick)[0][0]
+
     # Columns between words are split at the middle of each space.
     space = length(" ")
     cuts = [0, *(int(round(origin[0] + length(" ".join(words[:i])) + space / 2)) for i in range(1, len(words))),
@@ -189,10 +203,18 @@ def _text_colour(rng: np.random.Generator, roi: np.ndarray, contrast: float) -> 
     cl = float(col @ _LUMA)
     if cl <= lo - contrast or cl >= hi + contrast:
         return col.astype(np.float32)
-    dark_ok, bright_ok = lo - contrast >= 0, hi + contrast <= 255
-    # both sides possible: the nearer one changes the colour least; neither: the side with more room
-    dark = (cl - lo < hi - cl) if dark_ok and bright_ok else dark_ok if dark_ok or bright_ok else lo > 255 - hi
-    target, goal = (0.0, max(lo - contrast, 0.0)) if dark else (255.0, min(hi + contrast, 255.0))
+    dark_ok = lo - contrast >= 0
+    bright_ok = hi + contrast <= 255
+    if dark_ok and bright_ok:  # the nearer side changes the colour least
+        dark = cl - lo < hi - cl
+    elif dark_ok or bright_ok:  # the one side possible
+        dark = dark_ok
+    else:  # neither: the side with more room
+        dark = lo > 255 - hi
+    if dark:
+        target, goal = 0.0, max(lo - contrast, 0.0)
+    else:
+        target, goal = 255.0, min(hi + contrast, 255.0)
     k = 1.0 if cl == target else float(np.clip((goal - cl) / (target - cl), 0, 1))
     return (col + (target - col) * k).astype(np.float32)
 
@@ -238,7 +260,14 @@ def _style(rng: np.random.Generator, base: int, tiny: bool, heldout: bool) -> di
     stroke = max(1, int(round(size * rng.uniform(0.02, 0.05)))) if rng.random() < 0.3 else 0
     r = rng.random()
     # faded text is don't-care, as ICDAR's '###'
-    effect = "shadow" if r < 0.08 else "outline" if r < 0.16 else "faded" if r < 0.21 else "none"
+    if r < 0.08:
+        effect = "shadow"
+    elif r < 0.16:
+        effect = "outline"
+    elif r < 0.21:
+        effect = "faded"
+    else:
+        effect = "none"
     words = [_random_word(rng) for _ in range(n_words)]
     return {"words": words, "size": size, "stroke": stroke, "effect": effect, "face": face}
 

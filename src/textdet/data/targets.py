@@ -177,7 +177,8 @@ class BorderMap:
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if thresh_min > thresh_max:
             raise ValueError(f"thresh_min must be <= thresh_max, got {thresh_min!r} > {thresh_max!r}")
-        self.thresh_min, self.thresh_max = float(thresh_min), float(thresh_max)
+        self.thresh_min = float(thresh_min)
+        self.thresh_max = float(thresh_max)
 
     __repr__ = component_repr
 

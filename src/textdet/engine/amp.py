@@ -50,9 +50,11 @@ class LossScaler:
     """MindOCR's loss scaling (dynamic: / ``factor`` on overflow, x ``factor`` after ``window`` clean steps)."""
 
     def __init__(self, enabled: bool, dynamic: bool, scale: float = 1.0, factor: float = 2.0, window: int = 2000):
-        self.enabled, self.dynamic = enabled, dynamic
+        self.enabled = enabled
+        self.dynamic = dynamic
         self.scale = float(scale) if enabled else 1.0
-        self.factor, self.window = float(factor), int(window)
+        self.factor = float(factor)
+        self.window = int(window)
         self.good_steps = 0
 
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
@@ -85,4 +87,5 @@ class LossScaler:
         return {"scale": self.scale, "good_steps": self.good_steps}
 
     def load_state_dict(self, state: dict) -> None:
-        self.scale, self.good_steps = float(state["scale"]), int(state["good_steps"])
+        self.scale = float(state["scale"])
+        self.good_steps = int(state["good_steps"])

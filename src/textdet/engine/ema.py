@@ -16,7 +16,9 @@ class ModelEMA:
         self.module = copy.deepcopy(model).eval()
         for p in self.module.parameters():
             p.requires_grad_(False)
-        self.decay, self.ramp, self.updates = decay, ramp, 0
+        self.decay = decay
+        self.ramp = ramp
+        self.updates = 0
 
     def current_decay(self) -> float:
         return self.decay * (1.0 - math.exp(-self.updates / self.ramp))

@@ -25,7 +25,9 @@ class Eta:
     an evaluation."""
 
     def __init__(self, steps_per_epoch: int, num_epochs: int, eval_due: Callable[[int], bool], window: int = 50):
-        self.steps_per_epoch, self.num_epochs, self.eval_due = steps_per_epoch, num_epochs, eval_due
+        self.steps_per_epoch = steps_per_epoch
+        self.num_epochs = num_epochs
+        self.eval_due = eval_due
         self.start = time.perf_counter()
         self.epoch_start = self.start
         self.ticks: deque[float] = deque(maxlen=window + 1)

@@ -34,9 +34,9 @@ def ground_truth(batch: dict) -> tuple[list, list]:
     them."""
     shapes = batch["shape_list"].numpy() if "shape_list" in batch else None
     polys = []
-    for i, ps in enumerate(batch["polys"]):
+    for i, image_polys in enumerate(batch["polys"]):
         scale = np.array([shapes[i][3], shapes[i][2]], dtype=np.float64) if shapes is not None else np.ones(2)
-        polys.append([np.round(np.asarray(p, dtype=np.float64) / scale, 3) for p in ps])
+        polys.append([np.round(np.asarray(p, dtype=np.float64) / scale, 3) for p in image_polys])
     tags = [np.asarray(t, dtype=bool) for t in batch["ignore_tags"]]
     return polys, tags
 
@@ -53,7 +53,8 @@ class ThresholdSweep:
     def __init__(self, postprocess, metric, binary_thresh=(0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
                  box_thresh=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8)) -> None:
         self.fixed = {"binary_thresh": postprocess.binary_thresh, "box_thresh": postprocess.box_thresh}
-        self.box, self.posts = sorted(box_thresh), {}
+        self.box = sorted(box_thresh)
+        self.posts = {}
         for b in binary_thresh:
             self.posts[b] = copy.copy(postprocess)
             self.posts[b].binary_thresh, self.posts[b].box_thresh = b, self.box[0]

@@ -18,7 +18,9 @@ class DeviceInput:
 
     def __init__(self, device: torch.device, normalize: dict | None = None, channels_last: bool = False,
                  image_key: str = "image", targets: Callable | None = None):
-        self.device, self.image_key, self.channels_last = device, image_key, channels_last
+        self.device = device
+        self.image_key = image_key
+        self.channels_last = channels_last
         self.targets = targets  # DeviceTargets: the DB maps from the batch's polygon arrays, made on the device
         self.mean = self.std = None
         self.swap_rb = False
@@ -61,7 +63,8 @@ class Prefetcher:
     was blocked on data (the data-wait share in the logs), ``copy_seconds()`` the copy time of that batch."""
 
     def __init__(self, loader: Iterable, feed: DeviceInput):
-        self.loader, self.feed = loader, feed
+        self.loader = loader
+        self.feed = feed
         self.stream = device.new_stream(feed.device)
         self.wait = 0.0
         self.copy = 0.0  # CPU: seconds of the feed (it runs inline); accelerators: timing events, read lazily

@@ -110,8 +110,8 @@ def banner(t) -> str:
     """MindOCR's start-of-training summary, with the same field names; ``t``: a built ``engine.trainer.Trainer``."""
     cfg = t.cfg
     devices = t.dist.world_size
-    bs = t.train_loader.batch_size
-    sc = cfg.scheduler
+    batch_size = t.train_loader.batch_size
+    scheduler = cfg.scheduler
     model_name = cfg.model.name or t.model.__class__.__name__
     backbone = (cfg.model.backbone or {}).get("name", "")
     rows = [
@@ -124,14 +124,14 @@ def banner(t) -> str:
         ("Train samples", len(t.train_set)),
         ("Eval samples", len(t.eval_set) if t.eval_set is not None else "no evaluation (val_while_train False)"),
         ("Optimizer", cfg.optimizer.opt),
-        ("Batch size", bs),
+        ("Batch size", batch_size),
         ("Device", f"{t.device} x {devices}"),
         ("Gradient accumulation steps", t.accum),
-        ("Global batch size", f"{bs} x {devices} x {t.accum} = {bs * devices * t.accum}"),
-        ("LR", sc.lr),
-        ("Scheduler", f"{sc.scheduler} (warmup {sc.warmup_epochs:g} epochs)"),
+        ("Global batch size", f"{batch_size} x {devices} x {t.accum} = {batch_size * devices * t.accum}"),
+        ("LR", scheduler.lr),
+        ("Scheduler", f"{scheduler.scheduler} (warmup {scheduler.warmup_epochs:g} epochs)"),
         ("Steps per epoch", t.steps_per_epoch),
-        ("Num epochs", sc.num_epochs),
+        ("Num epochs", scheduler.num_epochs),
         ("Clip gradient", f"{cfg.train.clip_grad} (max norm {cfg.train.clip_norm})" if cfg.train.clip_grad else False),
         ("EMA", f"True (decay {cfg.train.ema_decay})" if cfg.train.ema else False),
         ("AMP level", t.amp.describe()),

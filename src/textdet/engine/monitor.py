@@ -22,7 +22,8 @@ class RunMonitor:
     hang watchdog's thread."""
 
     def __init__(self, t, writer):
-        self.phases, self.writer = t.phases, writer
+        self.phases = t.phases
+        self.writer = writer
         self.watchdog = Watchdog(t.cfg.train.step_timeout, t.dist.rank, t.dist.world_size, t.phases)
         system = t.cfg.system
         self.log_interval = system.log_interval

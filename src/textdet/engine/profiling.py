@@ -37,7 +37,8 @@ class StepProfiler:
 
     def __init__(self, window: tuple[int, int], out_dir: str, rank: int, main: bool, device: torch.device):
         self.start, self.stop = window
-        self.out_dir, self.main = out_dir, main
+        self.out_dir = out_dir
+        self.main = main
         activities = profiler_activities(device.type)
         self.sort_key = "self_cpu_time_total" if len(activities) == 1 else f"self_{device.type}_time_total"
         self.trace_handler = tensorboard_trace_handler(out_dir, worker_name=f"rank{rank}")

@@ -65,13 +65,17 @@ class LRSchedule:
         if scheduler == "step_decay" and decay_epochs <= 0:
             raise ConfigError(f"scheduler.decay_epochs must be > 0 for step_decay (epochs between decays), "
                               f"got {decay_epochs}")
-        self.name, self.lr, self.num_epochs = scheduler, float(lr), num_epochs
-        self.steps_per_epoch, self.accumulation = max(int(steps_per_epoch), 1), max(int(accumulation), 1)
+        self.name = scheduler
+        self.lr = float(lr)
+        self.num_epochs = num_epochs
+        self.steps_per_epoch = max(int(steps_per_epoch), 1)
+        self.accumulation = max(int(accumulation), 1)
         if accumulation_lr not in ACCUMULATION_LR:
             raise ConfigError(f"train.accumulation_lr must be one of {', '.join(ACCUMULATION_LR)}, "
                               f"got {accumulation_lr!r}")
         self.accumulation_lr = accumulation_lr
-        self.warmup_epochs, self.warmup_factor = float(warmup_epochs), warmup_factor
+        self.warmup_epochs = float(warmup_epochs)
+        self.warmup_factor = warmup_factor
         self.warmup_steps = math.ceil(self.steps_per_epoch * self.warmup_epochs)
         self.stair = lr_epoch_stair
         self.kw = dict(min_lr=min_lr, decay_epochs=decay_epochs, decay_rate=decay_rate, milestones=list(milestones),

@@ -21,7 +21,9 @@ class ForwardAndLoss(nn.Module):
 
     def __init__(self, model: nn.Module, loss_fn: nn.Module, amp: AmpSettings) -> None:
         super().__init__()
-        self.model, self.loss_fn, self.amp = model, loss_fn, amp
+        self.model = model
+        self.loss_fn = loss_fn
+        self.amp = amp
 
     def forward(self, images: Tensor, targets: dict[str, Tensor],
                 phases: StepPhases | None = None) -> dict[str, Tensor]:

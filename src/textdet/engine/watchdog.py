@@ -49,9 +49,13 @@ class Watchdog:
     def __init__(self, timeout: float | str, rank: int, world_size: int, phases, poll_s: float = 1.0,
                  dead_after_s: float = 15.0):
         self.fixed_timeout = None if timeout == "auto" else float(timeout)
-        self.rank, self.world_size, self.phases = rank, world_size, phases
-        self.poll_s, self.dead_after_s = poll_s, dead_after_s
-        self.steps, self.step_times = 0, deque(maxlen=101)
+        self.rank = rank
+        self.world_size = world_size
+        self.phases = phases
+        self.poll_s = poll_s
+        self.dead_after_s = dead_after_s
+        self.steps = 0
+        self.step_times = deque(maxlen=101)
         self.last_progress = time.monotonic()
         self.in_between = False
         self.tail = TailHandler()
@@ -68,7 +72,8 @@ class Watchdog:
     def beat(self, steps: int, step_seconds: float | None) -> None:
         now = time.monotonic()
         self.step_times.append(now - self.last_progress)
-        self.steps, self.last_progress = steps, now
+        self.steps = steps
+        self.last_progress = now
 
     def between_steps(self, on: bool) -> None:
         self.in_between = on

@@ -72,8 +72,11 @@ class DBLoss(nn.Module):
         if negative_ratio < 0 or min_negatives < 0:
             raise ValueError(f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, "
                              f"{min_negatives}")
-        self.eps, self.l1_scale, self.bce_scale = float(eps), float(l1_scale), float(bce_scale)
-        self.negative_ratio, self.min_negatives = float(negative_ratio), int(min_negatives)
+        self.eps = float(eps)
+        self.l1_scale = float(l1_scale)
+        self.bce_scale = float(bce_scale)
+        self.negative_ratio = float(negative_ratio)
+        self.min_negatives = int(min_negatives)
         self.bce_replace = bce_replace
 
     def extra_repr(self) -> str:

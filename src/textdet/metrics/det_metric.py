@@ -5,7 +5,7 @@ docs/DESIGN_NOTES.md)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import shapely
@@ -35,12 +35,15 @@ def _overlap_areas(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.zeros((len(a), len(b)), dtype=np.float64)
     if len(a) == 0 or len(b) == 0:
         return out
-    ba, bb = shapely.bounds(a), shapely.bounds(b)  # (xmin, ymin, xmax, ymax), NaN for empty
+    bounds_a = shapely.bounds(a)  # (xmin, ymin, xmax, ymax), NaN for empty
+    bounds_b = shapely.bounds(b)
     with np.errstate(invalid="ignore"):
-        touch = ((ba[:, None, :2] < bb[None, :, 2:]) & (bb[None, :, :2] < ba[:, None, 2:])).all(axis=2)
-    ia, ib = np.nonzero(touch)
-    if len(ia):
-        out[ia, ib] = shapely.area(shapely.intersection(a[ia], b[ib]))
+        a_before_b_ends = bounds_a[:, None, :2] < bounds_b[None, :, 2:]  # per axis: min of a < max of b
+        b_before_a_ends = bounds_b[None, :, :2] < bounds_a[:, None, 2:]
+        touch = (a_before_b_ends & b_before_a_ends).all(axis=2)
+    rows, cols = np.nonzero(touch)
+    if len(rows):
+        out[rows, cols] = shapely.area(shapely.intersection(a[rows], b[cols]))
     return out
 
 
@@ -49,25 +52,44 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / den, 0.0)
 
 
-def _geometry(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any, dontcare_precision: float) -> tuple:
+class _ImageGeometry(NamedTuple):
+    """What every protocol needs of one image's GT and detections."""
+
+    gt_polys: np.ndarray  # object array of shapely polygons
+    det_polys: np.ndarray
+    overlap: np.ndarray  # (n_gt, n_det) intersection areas
+    gt_areas: np.ndarray
+    det_areas: np.ndarray
+    ignore: np.ndarray  # (n_gt,) bool: don't-care GT
+    dontcare: np.ndarray  # (n_det,) bool: detections inside a don't-care GT, never matched
+
+
+def _geometry(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any,
+              dontcare_precision: float) -> _ImageGeometry:
     """Polygons, areas, GT x det intersections, ignore tags and don't-care detections (> ``dontcare_precision``
-    of the area in one don't-care GT): what every protocol needs."""
-    ignore = np.zeros(len(gts), dtype=bool) if ignore_tags is None else np.asarray(ignore_tags, dtype=bool).reshape(-1)
+    of the area in one don't-care GT)."""
+    if ignore_tags is None:
+        ignore = np.zeros(len(gts), dtype=bool)
+    else:
+        ignore = np.asarray(ignore_tags, dtype=bool).reshape(-1)
     if ignore.shape[0] != len(gts):
         raise ValueError(f"DetMetric: {len(gts)} GT polygons but {ignore.shape[0]} ignore tags")
-    g, d = _polygon_array(gts), _polygon_array(dets)
-    inter = _overlap_areas(g, d)
-    ga, da = shapely.area(g).astype(np.float64), shapely.area(d).astype(np.float64)
-    dontcare = (_ratio(inter[ignore], da[None, :]) > dontcare_precision).any(axis=0)
-    return g, d, inter, ga, da, ignore, dontcare
+    gt_polys = _polygon_array(gts)
+    det_polys = _polygon_array(dets)
+    overlap = _overlap_areas(gt_polys, det_polys)
+    gt_areas = shapely.area(gt_polys).astype(np.float64)
+    det_areas = shapely.area(det_polys).astype(np.float64)
+    dontcare = (_ratio(overlap[ignore], det_areas[None, :]) > dontcare_precision).any(axis=0)
+    return _ImageGeometry(gt_polys, det_polys, overlap, gt_areas, det_areas, ignore, dontcare)
 
 
-def _iou_pairs(inter: np.ndarray, ga: np.ndarray, da: np.ndarray, ignore: np.ndarray, dontcare: np.ndarray,
-               iou_thresh: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def _iou_pairs(geo: _ImageGeometry, iou_thresh: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """IoU matrix and the greedy one-to-one matches: GT in order, each takes its first free detection."""
-    iou = _ratio(inter, ga[:, None] + da[None, :] - inter)
-    taken, pairs = dontcare.copy(), []  # a don't-care detection can never match
-    for i in np.flatnonzero(~ignore):
+    union = geo.gt_areas[:, None] + geo.det_areas[None, :] - geo.overlap
+    iou = _ratio(geo.overlap, union)
+    taken = geo.dontcare.copy()  # a don't-care detection can never match
+    pairs = []
+    for i in np.flatnonzero(~geo.ignore):
         free = np.flatnonzero(~taken & (iou[i] > iou_thresh))
         if len(free):
             taken[free[0]] = True
@@ -75,14 +97,24 @@ def _iou_pairs(inter: np.ndarray, ga: np.ndarray, da: np.ndarray, ignore: np.nda
     return iou, pairs
 
 
+def _care_counts(dets: Sequence[Any], geo: _ImageGeometry) -> tuple[int, int]:
+    """(detections that are not don't-care, GT that are not don't-care)."""
+    return int(len(dets) - geo.dontcare.sum()), int((~geo.ignore).sum())
+
+
 def evaluate_image(
     dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
     area_precision_constraint: float = 0.5,
 ) -> tuple[int, int, int]:
     """ICDAR2015 counts ``(tp, n_care_det, n_care_gt)`` of one image; ``ignore_tags``: don't-care ``gts``, or None."""
-    _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
-    pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)[1]
-    return len(pairs), int(len(dets) - dontcare.sum()), int((~ignore).sum())
+    geo = _geometry(dets, gts, ignore_tags, area_precision_constraint)
+    pairs = _iou_pairs(geo, iou_thresh)[1]
+    return len(pairs), *_care_counts(dets, geo)
+
+
+def _tightness(lost: float) -> float:
+    """TIoU's f(x): the share kept; a loss of 1% or less counts as none."""
+    return 1.0 if lost <= 0.01 else 1.0 - lost
 
 
 def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, iou_thresh: float = 0.5,
@@ -90,16 +122,18 @@ def tiou_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None,
     """TIoU (Liu et al., CVPR 2019) for one image: ``(recall sum, precision sum, n_care_det, n_care_gt)``.
     ICDAR2015 matching; a match (G, D) adds ``IoU * f(Ct / |G|)`` to recall (Ct: the part of G that D misses) and
     ``IoU * f(Ot / |D|)`` to precision (Ot: D's cover of every other GT it touches, as the public TIoU script)."""
-    g, d, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision_constraint)
-    iou, pairs = _iou_pairs(inter, ga, da, ignore, dontcare, iou_thresh)
+    geo = _geometry(dets, gts, ignore_tags, area_precision_constraint)
+    iou, pairs = _iou_pairs(geo, iou_thresh)
     recall = precision = 0.0
-    tight = lambda lost: 1.0 if lost <= 0.01 else 1.0 - lost  # f(x); a loss of 1% or less counts as none
     for i, j in pairs:
-        recall += float(iou[i, j] * tight((ga[i] - inter[i, j]) / ga[i]))
-        others = [k for k in np.flatnonzero(inter[:, j] > 0) if k != i]
-        outlier = shapely.area(shapely.difference(shapely.intersection(d[j], shapely.union_all(g[others])), g[i]))
-        precision += float(iou[i, j] * tight((outlier if outlier > 1e-10 else 0.0) / da[j]))
-    return recall, precision, int(len(dets) - dontcare.sum()), int((~ignore).sum())
+        missed = (geo.gt_areas[i] - geo.overlap[i, j]) / geo.gt_areas[i]
+        recall += float(iou[i, j] * _tightness(missed))
+        others = [k for k in np.flatnonzero(geo.overlap[:, j] > 0) if k != i]
+        on_others = shapely.intersection(geo.det_polys[j], shapely.union_all(geo.gt_polys[others]))
+        outlier = shapely.area(shapely.difference(on_others, geo.gt_polys[i]))
+        outlier = outlier if outlier > 1e-10 else 0.0  # shapely's rounding dust counts as none
+        precision += float(iou[i, j] * _tightness(outlier / geo.det_areas[j]))
+    return recall, precision, *_care_counts(dets, geo)
 
 
 def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = None, area_recall: float = 0.8,
@@ -107,34 +141,40 @@ def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = No
                   center_diff: float = 1.0) -> tuple[float, float, int, int]:
     """DetEval (Wolf & Jolion 2006) as the ICDAR 2013 script, on polygons: ``(recall sum, precision sum, n_care_det,
     n_care_gt)`` for one image. One-to-one, split and merge rules (r >= 0.8, p >= 0.4): docs/DESIGN_NOTES.md."""
-    _, _, inter, ga, da, ignore, dontcare = _geometry(dets, gts, ignore_tags, area_precision)
-    r, p = _ratio(inter, ga[:, None]), _ratio(inter, da[None, :])
-    ok = (r >= area_recall) & (p >= area_precision)
-    pts = [np.trunc(np.asarray(q, dtype=np.float64).reshape(-1, 2)) for q in (*gts, *dets)]
-    centre = [q.mean(axis=0) if len(q) else np.zeros(2) for q in pts]
-    diag = [float(np.hypot(*np.ptp(q, axis=0))) if len(q) else 0.0 for q in pts]
-    gm, dm = ignore.copy(), dontcare.copy()  # matched, or never matchable
+    geo = _geometry(dets, gts, ignore_tags, area_precision)
+    gt_cover = _ratio(geo.overlap, geo.gt_areas[:, None])  # share of each GT a detection covers
+    det_cover = _ratio(geo.overlap, geo.det_areas[None, :])  # share of each detection inside a GT
+    fits = (gt_cover >= area_recall) & (det_cover >= area_precision)
+    points = [np.trunc(np.asarray(q, dtype=np.float64).reshape(-1, 2)) for q in (*gts, *dets)]
+    centres = [q.mean(axis=0) if len(q) else np.zeros(2) for q in points]
+    diagonals = [float(np.hypot(*np.ptp(q, axis=0))) if len(q) else 0.0 for q in points]
+    gt_done = geo.ignore.copy()  # matched, or never matchable
+    det_done = geo.dontcare.copy()
     recall = precision = 0.0
-    for i, j in zip(*np.nonzero(ok), strict=True):
-        k = len(gts) + j
-        if gm[i] or dm[j] or ok[i].sum() != 1 or ok[:, j].sum() != 1:
+    for i, j in zip(*np.nonzero(fits), strict=True):  # one-to-one
+        k = len(gts) + j  # the detection's index in points
+        if gt_done[i] or det_done[j] or fits[i].sum() != 1 or fits[:, j].sum() != 1:
             continue
-        if 2 * np.linalg.norm(centre[i] - centre[k]) < center_diff * (diag[i] + diag[k]):
-            gm[i] = dm[j] = True
-            recall, precision = recall + 1, precision + 1
-    for i in np.flatnonzero(~gm):
-        js = np.flatnonzero(~dm & (p[i] >= area_precision))
-        if len(js) and round(float(r[i, js].sum()), 4) >= area_recall:
-            gm[i], dm[js] = True, True
+        if 2 * np.linalg.norm(centres[i] - centres[k]) < center_diff * (diagonals[i] + diagonals[k]):
+            gt_done[i] = True
+            det_done[j] = True
+            recall += 1
+            precision += 1
+    for i in np.flatnonzero(~gt_done):  # one GT split over several detections
+        js = np.flatnonzero(~det_done & (det_cover[i] >= area_precision))
+        if len(js) and round(float(gt_cover[i, js].sum()), 4) >= area_recall:
+            gt_done[i] = True
+            det_done[js] = True
             recall += 1 if len(js) == 1 else split_weight
             precision += 1 if len(js) == 1 else split_weight * len(js)
-    for j in np.flatnonzero(~dm):
-        gs = np.flatnonzero(~gm & (r[:, j] >= area_recall))
-        if len(gs) and round(float(p[gs, j].sum()), 4) >= area_precision:
-            dm[j], gm[gs] = True, True
+    for j in np.flatnonzero(~det_done):  # several GT merged into one detection
+        gs = np.flatnonzero(~gt_done & (gt_cover[:, j] >= area_recall))
+        if len(gs) and round(float(det_cover[gs, j].sum()), 4) >= area_precision:
+            det_done[j] = True
+            gt_done[gs] = True
             recall += 1 if len(gs) == 1 else merge_weight * len(gs)
             precision += 1 if len(gs) == 1 else merge_weight
-    return recall, precision, int(len(dets) - dontcare.sum()), int((~ignore).sum())
+    return recall, precision, *_care_counts(dets, geo)
 
 
 # protocol -> per-image counts: icdar15 (tp, care detections, care GT), the others (recall sum, precision sum,
@@ -155,8 +195,10 @@ class DetMetric:
                              f"{main_indicator!r}")
         if protocol not in PROTOCOLS:
             raise ValueError(f"DetMetric: protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
-        self.main_indicator, self.protocol = main_indicator, protocol
-        self.iou_thresh, self.area_precision_constraint = float(iou_thresh), float(area_precision_constraint)
+        self.main_indicator = main_indicator
+        self.protocol = protocol
+        self.iou_thresh = float(iou_thresh)
+        self.area_precision_constraint = float(area_precision_constraint)
         self._counts = np.zeros(4)
 
     __repr__ = component_repr
@@ -176,7 +218,12 @@ class DetMetric:
             if isinstance(dets, Mapping):
                 dets = dets["polys"]
             counts = PROTOCOLS[self.protocol](dets, gt, ignore, **kwargs)
-            self._counts += np.array(counts if len(counts) == 4 else (counts[0], *counts), dtype=np.float64)
+            if self.protocol == "icdar15":
+                # evaluate_image gives (tp, n_care_det, n_care_gt): a true positive is one hit for recall and
+                # one for precision
+                true_positives, n_care_det, n_care_gt = counts
+                counts = (true_positives, true_positives, n_care_det, n_care_gt)
+            self._counts += np.array(counts, dtype=np.float64)
 
     def counts(self) -> np.ndarray:
         """``[recall sum, precision sum, n_care_det, n_care_gt]`` float64 copy, summed across ranks."""
@@ -192,8 +239,8 @@ class DetMetric:
 
     def compute(self) -> dict[str, float]:
         """``{"recall", "precision", "f-score"}`` floats in [0, 1] from the pooled counts."""
-        hit_r, hit_p, n_det, n_gt = (float(c) for c in self._counts)
-        recall = hit_r / n_gt if n_gt else 0.0
-        precision = hit_p / n_det if n_det else 0.0
+        recall_sum, precision_sum, n_det, n_gt = (float(c) for c in self._counts)
+        recall = recall_sum / n_gt if n_gt else 0.0
+        precision = precision_sum / n_det if n_det else 0.0
         f = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         return {"recall": recall, "precision": precision, "f-score": f}

@@ -118,12 +118,24 @@ def _pred_items(items: Any, where: str) -> tuple[list[np.ndarray], str]:
 
 def load_gt(path: str | Path) -> GtTable:
     """GT per image id from a folder / zip of ``gt_*.txt`` files, or from a MindOCR label file."""
-    return _load(path, "GT", "gt_", _gt_items, lambda text, where: parse_icdar_gt(text, where)[:2])
+    return _load(path, "GT", "gt_", _gt_items, _gt_file_entry)
+
+
+def _gt_file_entry(text: str, where: str) -> tuple[list[np.ndarray], np.ndarray]:
+    """A ``gt_*.txt`` file's (polygons, ignore tags)."""
+    polys, ignore = parse_icdar_gt(text, where)[:2]
+    return polys, ignore
 
 
 def load_preds(path: str | Path) -> PredTable:
     """Detections per image id from a folder / zip of ``res_*.txt`` files, or a MindOCR-style result file."""
-    return _load(path, "result", "res_", _pred_items, lambda text, where: (parse_icdar_result(text, where)[0], where))
+    return _load(path, "result", "res_", _pred_items, _result_file_entry)
+
+
+def _result_file_entry(text: str, where: str) -> tuple[list[np.ndarray], str]:
+    """A ``res_*.txt`` file's (polygons, where it came from)."""
+    polys = parse_icdar_result(text, where)[0]
+    return polys, where
 
 
 def evaluate_files(gt: str | Path, pred: str | Path, iou_thresh: float = 0.5, area_precision_constraint: float = 0.5,

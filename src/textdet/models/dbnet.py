@@ -68,7 +68,9 @@ class DBNet(nn.Module):
 
     def __init__(self, backbone: nn.Module, neck: nn.Module, head: nn.Module) -> None:
         super().__init__()
-        self.backbone, self.neck, self.head = backbone, neck, head
+        self.backbone = backbone
+        self.neck = neck
+        self.head = head
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         # A plain Python check on static shapes; skipped while tracing/compiling so that exported

@@ -68,7 +68,8 @@ class DBFPN(nn.Module):
             raise ValueError(f"DBFPN expects 4 backbone levels (strides 4/8/16/32), got in_channels={in_channels}")
         if out_channels % 4 or (use_asf and out_channels % 16):
             raise ValueError(f"DBFPN out_channels must be a multiple of {16 if use_asf else 4}, got {out_channels}")
-        self.in_channels, self.out_channels = in_channels, out_channels
+        self.in_channels = in_channels
+        self.out_channels = out_channels
         self.unify_channels = nn.ModuleList([nn.Conv2d(c, out_channels, 1, bias=bias) for c in in_channels])
         self.out = nn.ModuleList([nn.Conv2d(out_channels, out_channels // 4, 3, padding=1, bias=bias)
                                   for _ in in_channels])

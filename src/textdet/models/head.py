@@ -32,8 +32,11 @@ class DBHead(nn.Module):
             raise ValueError(f"DBHead in_channels must be a multiple of 4, got {in_channels}")
         if step not in ("paper", "mindocr"):
             raise ValueError(f"DBHead step must be one of paper, mindocr, got {step!r}")
-        self.k, self.adaptive, self.step = float(k), adaptive, step
-        self.segm, self.thresh = _branch(in_channels, bias), _branch(in_channels, bias)  # this order: same init draws
+        self.k = float(k)
+        self.adaptive = adaptive
+        self.step = step
+        self.segm = _branch(in_channels, bias)  # this order: same init draws
+        self.thresh = _branch(in_channels, bias)
         db_init_(self)
 
     def forward(self, features: torch.Tensor) -> dict[str, torch.Tensor]:

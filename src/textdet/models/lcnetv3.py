@@ -84,8 +84,9 @@ class PPLCNetV3(nn.Module):
         widths = [width(blocks[-1][2]) for blocks in NET_CONFIG_DET[1:]]
         self.out_channels = [int(c * scale) for c in DET_OUT_CHANNELS]
         self.layer_list = nn.ModuleList([nn.Conv2d(i, o, 1) for i, o in zip(widths, self.out_channels, strict=True)])
-        if (path := resolve_backbone_weights(pretrained, "PPLCNetV3", url=None)) is not None:
-            load_backbone_weights(self, path, "PPLCNetV3")
+        weights = resolve_backbone_weights(pretrained, "PPLCNetV3", url=None)
+        if weights is not None:
+            load_backbone_weights(self, weights, "PPLCNetV3")
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = self.blocks2(self.conv1(x))

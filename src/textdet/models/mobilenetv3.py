@@ -59,7 +59,9 @@ class SqueezeExcite(nn.Module):
         self.dense = version == "SqueezeExciteV2"
         reduced = reduced or (channels // 4 if self.dense else make_divisible(channels / 4, 8))
         layer = nn.Linear if self.dense else partial(nn.Conv2d, kernel_size=1)
-        self.conv_reduce, self.act, self.conv_expand = layer(channels, reduced), nn.ReLU(), layer(reduced, channels)
+        self.conv_reduce = layer(channels, reduced)
+        self.act = nn.ReLU()
+        self.conv_expand = layer(reduced, channels)
         self.gate = nn.Sigmoid() if self.dense else nn.Hardsigmoid()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -185,7 +187,11 @@ def det_mobilenet_v3(
         raise ValueError(f"det_mobilenet_v3: only architecture 'large' is implemented, got {architecture!r}")
     if scale is not None and alpha is not None and scale != alpha:
         raise ValueError(f"det_mobilenet_v3: scale={scale} and alpha={alpha} disagree; give one of them")
-    width = scale if scale is not None else alpha if alpha is not None else 0.5
+    width = 0.5  # when neither is given
+    if scale is not None:
+        width = scale
+    elif alpha is not None:
+        width = alpha
     path = resolve_backbone_weights(pretrained, "det_mobilenet_v3", url=None)
     model = DetMobileNetV3(scale=width, out_stages=tuple(out_stages), in_channels=in_channels, **params)
     if path is not None:

@@ -48,7 +48,8 @@ def _varint(buf: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
             raise MsCheckpointError(f"{path}: truncated or malformed varint at byte {pos}; not a MindSpore .ckpt?")
         byte = buf[pos]
         value |= (byte & 0x7F) << shift
-        pos, shift = pos + 1, shift + 7
+        pos += 1
+        shift += 7
         if byte < 0x80:
             return value, pos
 
