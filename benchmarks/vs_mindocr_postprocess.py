@@ -7,8 +7,8 @@ text lines per map on a noisy background; and any maps saved with ``--maps``. Be
 ratio, it checks that both find the same boxes (count per map, and how far apart their corners are).
 
 For information, the same rounds also time textdet's other ways in: PaddleOCR's box-mean score
-(``score_mode="fast"``), ``cv2.findContours`` instead of the link-runs tracer, the bitmap thresholded before
-the hand-over (the engine's accelerator path), and maps fresh in the caches, as an eval loop hands them over.
+(``score_mode="fast"``), the bitmap thresholded before the hand-over (the engine's accelerator path), and maps
+fresh in the caches, as an eval loop hands them over.
 """
 
 from __future__ import annotations
@@ -40,17 +40,6 @@ def same_results(a: list[dict], b: list[dict]) -> bool:
         and all(np.array_equal(p, q) for p, q in zip(x["polys"], y["polys"], strict=True))
         for x, y in zip(a, b, strict=True)
     )
-
-
-def without_link_runs(run: Callable[[], Any]) -> Any:
-    """``run()`` with textdet's post-processing on ``cv2.findContours`` alone (no link-runs tracer)."""
-    from textdet.postprocess import db_postprocess
-
-    saved, db_postprocess._LINK_RUNS = db_postprocess._LINK_RUNS, None
-    try:
-        return run()
-    finally:
-        db_postprocess._LINK_RUNS = saved
 
 
 # ----------------------------------------------------------------------------- the maps
@@ -176,11 +165,6 @@ def bench_postprocess(args: argparse.Namespace, mo: dict | None, cfg: dict, val:
         out_fast = [ours_fast(b, s)[0]["polys"] for b, s in pairs]
         entry["boxes_textdet_fast_score"] = box_count(out_fast)
         funcs["textdet-fast-score"] = lambda pairs=pairs: [ours_fast(b, s) for b, s in pairs]
-        # information: findContours for every map instead of the link-runs tracer (textdet before 2026-12-04 04:30)
-        out_fc = without_link_runs(lambda pairs=pairs: [ours(b, s)[0] for b, s in pairs])
-        entry["boxes_textdet_findcontours"] = box_count([r["polys"] for r in out_fc])
-        entry["findcontours_same_output"] = same_results(out_fc, [ours(b, s)[0] for b, s in pairs])
-        funcs["textdet-findcontours"] = lambda pairs=pairs: without_link_runs(lambda: [ours(b, s) for b, s in pairs])
         # information: the engine path, the bitmap P >= binary_thresh made on the device and handed over with P
         # (pred["bitmap"]); it is made here, before timing, so the CPU threshold is not counted
         given = [({"binary": b, "bitmap": b >= ours.binary_thresh}, s) for b, s in pairs]

@@ -38,7 +38,6 @@ PIPELINE_SUMMARY = (
 # (c) in the summary: the information sides, and the entry that holds each one's box count
 POSTPROCESS_INFO_SIDES = (
     ("textdet-fast-score", "boxes_textdet_fast_score"),
-    ("textdet-findcontours", "boxes_textdet_findcontours"),
     ("textdet-given-bitmap", "boxes_textdet_given_bitmap"),
     ("textdet-fresh-map", "boxes_textdet"),
 )
@@ -103,10 +102,6 @@ def log_postprocess(pp: dict) -> None:
                 f"vertex diff per box median {fmt(e['vertex_diff_px'].get('median'), 2)} / "
                 f"p95 {fmt(e['vertex_diff_px'].get('p95'), 2)} / max {fmt(e['max_vertex_diff_px'], 2)} px"
             )
-        line += (
-            f"; with findContours only: {e['ms_per_map_textdet-findcontours']['median']:.2f} ms/map, "
-            f"same output: {e['findcontours_same_output']}"
-        )
         log(line)
 
 
