@@ -15,6 +15,7 @@ MAX_FILE_LINES = 450
 LAYERS = {
     "errors": 0,
     "textdet": 1, "geometry": 1, "config": 1, "checks": 1, "device": 1, "hub": 1, "icdar": 1,
+    "unpickling": 1, "export_defaults": 1,
     "data": 2, "models": 2, "loss": 2, "postprocess": 2, "metrics": 2,
     "engine": 3,
     "export": 4,

@@ -12,9 +12,10 @@ from torch import nn
 
 from textdet.data.dataset import EpochSampler, collate
 from textdet.engine.amp import LossScaler, amp_settings
-from textdet.engine.checkpoint import EpochCheckpoints, atomic_save, load_checkpoint
+from textdet.engine.checkpoint import atomic_save, load_checkpoint
 from textdet.engine.ema import ModelEMA
 from textdet.engine.optim import build_optimizer, build_optimizer_in_background, param_groups
+from textdet.engine.retention import EpochCheckpoints
 from textdet.engine.schedule import LRSchedule
 from textdet.errors import ConfigError, TextdetError
 

@@ -25,6 +25,7 @@ from textdet.data.labels import parse_label_line
 from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize
 from textdet.engine import checkpoint
+from textdet.engine.resume import resume_due
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.errors import ConfigError, TextdetError
 from textdet.models.dbnet import BACKBONES, HEADS, NECKS
@@ -100,9 +101,9 @@ def test_resume_trims_metrics_of_redone_epochs(tmp_path):
 
 
 def test_interval_setting():
-    assert checkpoint.resume_due(2, 4, 0.0) and not checkpoint.resume_due(2, 5, 0.0)
-    assert not checkpoint.resume_due(0, 4, 1e9) and not checkpoint.resume_due(False, 4, 1e9)
-    assert checkpoint.resume_due("auto", 1, 600.0) and not checkpoint.resume_due("auto", 1, 599.0)
+    assert resume_due(2, 4, 0.0) and not resume_due(2, 5, 0.0)
+    assert not resume_due(0, 4, 1e9) and not resume_due(False, 4, 1e9)
+    assert resume_due("auto", 1, 600.0) and not resume_due("auto", 1, 599.0)
     with pytest.raises(ConfigError, match="ckpt_interval_steps' must be a step count >= 0, 'auto'"):
         load_config(RECIPE, ["train.ckpt_interval_steps=-1"])
 

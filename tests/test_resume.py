@@ -19,8 +19,8 @@ from textdet import device as device_mod
 from textdet.cli import main
 from textdet.config import load_config
 from textdet.data.dataset import EpochSampler
-from textdet.engine import build, checkpoint
-from textdet.engine.resume import RunShape, continue_at
+from textdet.engine import build, checkpoint, rng
+from textdet.engine.resume import RunShape, continue_at, find_resume
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.trainer import Trainer
 from textdet.errors import ConfigError
@@ -78,10 +78,10 @@ def test_every_checkpoint_loads_with_plain_weights_only(one_epoch_run):
 
 
 def test_rng_state_round_trip_draws_the_same_numbers():
-    state = checkpoint.rng_state()
+    state = rng.rng_state()
     expected = (random.random(), np.random.rand(), torch.rand(1).item(), np.random.randn())
     random.random(), np.random.rand(), torch.rand(3)  # move every generator on
-    checkpoint.set_rng_state(state)
+    rng.set_rng_state(state)
     assert (random.random(), np.random.rand(), torch.rand(1).item(), np.random.randn()) == expected
 
 
@@ -208,5 +208,5 @@ def test_missing_explicit_path_fails_fast_naming_key_and_path(synth_root, tmp_pa
 
 def test_missing_resume_path_is_an_error_in_the_library_too(tmp_path):
     with pytest.raises(ConfigError, match=f"model.resume: {tmp_path}/nope.ckpt does not exist"):
-        checkpoint.find_resume(str(tmp_path / "nope.ckpt"), str(tmp_path))
-    assert checkpoint.find_resume(True, str(tmp_path)) is None  # True in a new folder: a first run
+        find_resume(str(tmp_path / "nope.ckpt"), str(tmp_path))
+    assert find_resume(True, str(tmp_path)) is None  # True in a new folder: a first run

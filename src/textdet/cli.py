@@ -10,14 +10,17 @@ import shutil
 import sys
 import time
 
-from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET, DEVICE_HELP, __version__, textdet_home
+from textdet import __version__, textdet_home
 from textdet.data.formats import FORMATS
 from textdet.errors import ConfigError, TextdetError
+from textdet.export_defaults import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
 _T_MAIN = time.time()
 
 RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 BENCH_PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
+DEVICE_HELP = ("cpu, cuda[:N], npu[:N] (Ascend, needs torch_npu), xpu[:N], mps "
+               "(default: the accelerator if any)")
 PROFILE_HELP = ("a torch.profiler trace of steps START..STOP-1 (counted from 1) into RUN_FOLDER/profile/ (opens in "
                 "TensorBoard and Perfetto); the top operators are printed")
 SYNTH_SETTINGS = {"n_train": 2000, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
@@ -169,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return COMMANDS[args.command](args) or 0
+        exit_code = COMMANDS[args.command](args)
+        return exit_code if exit_code is not None else 0
     except TextdetError as e:
         print(f"textdet {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -187,21 +191,26 @@ def _parse_size(text: str) -> tuple[int, int]:
 
 
 def builtin_data_root() -> str:
-    s = SYNTH_SETTINGS
-    return os.path.join(textdet_home(), "synth_{}x{}_{}_{}_{}_s{}".format(
-        *s["size"], s["n_train"], s["n_val"], s["n_heldout"], s["seed"]))
+    """The built-in data set's folder, named after its settings so that new settings make a new folder."""
+    settings = SYNTH_SETTINGS
+    width, height = settings["size"]
+    name = (f"synth_{width}x{height}_{settings['n_train']}_{settings['n_val']}_{settings['n_heldout']}"
+            f"_s{settings['seed']}")
+    return os.path.join(textdet_home(), name)
 
 
 def ensure_builtin_data() -> bool:
     """Generate the built-in synthetic data set on first use; True when it was generated now."""
     from textdet.data.synth import generate_dataset
 
-    s, root = SYNTH_SETTINGS, builtin_data_root()
+    settings = SYNTH_SETTINGS
+    root = builtin_data_root()
     if os.path.isfile(os.path.join(root, "heldout_gt.txt")):
         return False
     print(f"textdet: generating the built-in synthetic data set in {root} (once)", flush=True)
     tmp = root + ".partial"
-    generate_dataset(tmp, s["n_train"], s["n_val"], seed=s["seed"], size=s["size"], n_heldout=s["n_heldout"])
+    generate_dataset(tmp, settings["n_train"], settings["n_val"], seed=settings["seed"],
+                     size=settings["size"], n_heldout=settings["n_heldout"])
     if os.path.isdir(root):
         shutil.rmtree(root)
     os.replace(tmp, root)
@@ -223,7 +232,9 @@ def load_cfg(args: argparse.Namespace):
 
 def needs_builtin_data(opts: list[str]) -> bool:
     """The built-in recipe needs its generated data unless ``-o`` points both data roots elsewhere."""
-    keys = {o.split("=", 1)[0].strip() for o in opts or ()}
+    if not opts:
+        return True
+    keys = {option.split("=", 1)[0].strip() for option in opts}
     return not {"train.dataset.dataset_root", "eval.dataset.dataset_root"} <= keys
 
 
@@ -234,7 +245,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     startup.stages["python start"] = _T_MAIN - startup.t0
     startup.last = _T_MAIN
     if not args.config and needs_builtin_data(args.opt):  # the one-time generation: its own row
-        startup.mark(f"built-in data ({'generated, once' if ensure_builtin_data() else 'cached'})")
+        generated = ensure_builtin_data()
+        startup.mark("built-in data (generated, once)" if generated else "built-in data (cached)")
     cfg = load_cfg(args)  # config and data errors surface before the seconds spent importing torch
     from textdet.engine.validate import check_weight_paths, train_splits, train_weight_keys, validate
 
@@ -248,7 +260,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     startup.mark("imports")
     profile_window = parse_window(args.profile) if args.profile else None
-    trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=False if args.no_progress else None,
+    progress = False if args.no_progress else None  # None: bars when stdout is a terminal
+    trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=progress,
                       startup=startup, dry_run=args.dry_run, overwrite=args.overwrite, pipelines=pipelines)
     trainer.profile_window = profile_window
     if args.dry_run:
@@ -269,7 +282,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    args.opt = [*args.opt, f"metric.protocol={args.protocol}"] if args.protocol else args.opt
+    if args.protocol:
+        args.opt = [*args.opt, f"metric.protocol={args.protocol}"]
     cfg = load_cfg(args)
     if not args.ckpt and not args.onnx:
         from textdet.engine.validate import check_weight_paths
@@ -290,7 +304,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
             f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
             f"{result['input_shapes']} input shape(s), checkpoint {result['checkpoint']})")
-    print(json.dumps(result) if args.json else line + ("\n" + sweep_report(result["sweep"]) if args.sweep else ""))
+    if args.json:
+        print(json.dumps(result))
+    elif args.sweep:
+        print(line + "\n" + sweep_report(result["sweep"]))
+    else:
+        print(line)
     return 0
 
 
@@ -306,9 +325,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def cmd_metric(args: argparse.Namespace) -> int:
     from textdet.metrics.icdar_io import evaluate_files
 
-    result = evaluate_files(args.gt, args.pred, protocol=args.protocol or "icdar15")
-    print(json.dumps(result) if args.json else f"{result['protocol']}: recall {result['recall']:.4f}, precision "
-          f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['tp']} matched of {result['n_gt']} GT "
+    protocol = args.protocol if args.protocol else "icdar15"
+    result = evaluate_files(args.gt, args.pred, protocol=protocol)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{result['protocol']}: recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
+          f"f-score {result['f-score']:.4f} ({result['tp']} matched of {result['n_gt']} GT "
           f"and {result['n_det']} detections, {result['images']} images)")
     return 0
 
@@ -316,7 +339,8 @@ def cmd_metric(args: argparse.Namespace) -> int:
 def cmd_check_data(args: argparse.Namespace) -> int:
     from textdet.commands.check_data import check_data
 
-    return 0 if check_data(load_cfg(args), dump_dir=args.dump, n_dump=args.n) else 1
+    all_good = check_data(load_cfg(args), dump_dir=args.dump, n_dump=args.n)
+    return 0 if all_good else 1
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -14,13 +14,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from textdet import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 from textdet.config import Config
 from textdet.device import ort_providers
 from textdet.engine.amp import amp_settings
 from textdet.engine.evaluator import build_evaluator, timed_run
 from textdet.engine.validate import validate
 from textdet.errors import TextdetError
+from textdet.export_defaults import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 from textdet.models.dbnet import INPUT_DIVISOR
 
 INPUT_NAME, OUTPUT_NAME = "x", "binary"

@@ -1,4 +1,4 @@
-"""Weights files coming in: downloads into the torch hub cache, and unpickling that runs no code.
+"""Downloading weights files into the torch hub cache.
 As torchvision: ``torch.hub.get_dir()/checkpoints`` under the URL's base name, a ``-<hex>.ext`` name checked
 against the sha256 prefix, complete files only (temp + rename). ``TEXTDET_OFFLINE=1`` never touches the
 network; under torchrun local rank 0 downloads while the others wait, and a failure it writes down stops them."""
@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import http.client
 import os
-import pickle
 import re
 import sys
 import tempfile
@@ -19,15 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import numpy as np
 import torch
 
 from textdet.errors import ConfigError
-
-try:
-    from numpy._core.multiarray import _reconstruct
-except ImportError:  # numpy < 2
-    from numpy.core.multiarray import _reconstruct
 
 OFFLINE_ENV = "TEXTDET_OFFLINE"
 TIMEOUT_S = 10.0  # connect and per-read timeout: no network fails in seconds, not minutes
@@ -36,12 +29,10 @@ RANK_POLL_S = 0.5
 # torchvision's ``-<sha256 prefix>.ext``; a suffix of digits only is a date or a version (dbnet-20240101.ckpt), not
 # a hash, so at least one of a-f is required.
 _HASH = re.compile(r"-([0-9a-f]*[a-f][0-9a-f]*)\.[A-Za-z0-9]+$")
-# Numpy arrays (the numpy RNG state that older textdet resume checkpoints hold; new ones store it as a tensor)
-# rebuilt without running arbitrary code.
-_NUMPY_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct]
 
 
 def is_url(value: Any) -> bool:
+    """Whether a weights setting names a download (http/https) rather than a local file."""
     return isinstance(value, str) and value.startswith(("http://", "https://"))
 
 
@@ -54,7 +45,9 @@ def download(url: str, what: str, escape: str, folder: str | os.PathLike | None 
              timeout: float = TIMEOUT_S, progress: bool | None = None) -> Path:
     """The cached copy of ``url`` in ``folder`` (default ``hub_checkpoint_dir()``), downloaded first if needed; a
     failure is a ConfigError naming ``what`` (the config key), the folder and ``escape`` (how to do without it)."""
-    folder = Path(folder) if folder is not None else hub_checkpoint_dir()
+    if folder is None:
+        folder = hub_checkpoint_dir()
+    folder = Path(folder)
     dest = folder / os.path.basename(urlparse(url).path)
     if dest.is_file():
         return dest
@@ -95,12 +88,15 @@ def _wait_for_rank0(dest: Path, failed: Path, what: str) -> Path:
 
 def _fetch(url: str, dest: Path, what: str, by_hand: str, timeout: float, progress: bool | None) -> Path:
     """Download ``url`` to a temp file in ``dest``'s folder, check the name's hash, rename; ConfigError on failure."""
-    folder, tmp = dest.parent, None
+    folder = dest.parent
+    tmp = None
+    if progress is None:
+        progress = sys.stderr.isatty()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=folder)
         with os.fdopen(fd, "wb") as f:
-            digest = _transfer(url, f, timeout, sys.stderr.isatty() if progress is None else progress)
+            digest = _transfer(url, f, timeout, progress)
         match = _HASH.search(dest.name)
         if match and not digest.startswith(match.group(1)):
             raise ConfigError(f"{what}: {url} does not match the sha256 prefix in its name ({match.group(1)}, got "
@@ -123,7 +119,8 @@ def _transfer(url: str, out: Any, timeout: float, progress: bool) -> str:
 
     sha = hashlib.sha256()
     with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (http(s) only, checked by is_url)
-        size = int(resp.headers.get("Content-Length") or 0) or None
+        length = int(resp.headers.get("Content-Length") or 0)  # 0 when the header is absent or empty
+        size = length if length != 0 else None  # None: size unknown, not checked
         done = 0
         with tqdm(total=size, unit="B", unit_scale=True, desc=os.path.basename(url), disable=not progress) as bar:
             while chunk := resp.read(1 << 16):
@@ -135,18 +132,3 @@ def _transfer(url: str, out: Any, timeout: float, progress: bool) -> str:
         raise ValueError(f"transfer cut short: {done} of {size} bytes")
     return sha.hexdigest()
 
-
-def safe_load(path: str | os.PathLike, what: str) -> Any:
-    """``torch.load(weights_only=True)``: tensors, containers, numbers and numpy arrays, never code.
-    Raises ConfigError naming the file and ``what`` when it needs arbitrary pickled objects or cannot be read."""
-    try:
-        with torch.serialization.safe_globals(_NUMPY_GLOBALS):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise ConfigError(f"{what}: {path} holds pickled Python objects beyond tensors and plain data "
-                          f"({str(exc).splitlines()[0]}). textdet loads weights with torch.load(weights_only=True) "
-                          "because unpickling other objects can run code from the file. If you trust it, re-save only "
-                          "its state_dict: torch.save(torch.load(PATH, weights_only=False)['model'], 'clean.pth')"
-                          ) from None
-    except Exception as exc:  # truncated or foreign file
-        raise ConfigError(f"{what}: cannot read {path}: {exc}") from None

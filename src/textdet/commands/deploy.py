@@ -12,13 +12,14 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from textdet import DEFAULT_EXPORT_HW, export
+from textdet import export
 from textdet.config import load_config
 from textdet.data import buckets as bucketing
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
 from textdet.engine import build
 from textdet.errors import DataError, TextdetError
+from textdet.export_defaults import DEFAULT_EXPORT_HW
 from textdet.predict import PREDICT_CKPT_KEYS, Detector, Preprocess, find_images, preprocess_from_config, read_image
 
 logger = logging.getLogger("textdet")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import Future
 
 import torch
 from torch import nn
@@ -17,10 +18,15 @@ from textdet.data.dataset import DetDataset, build_loader, collate
 from textdet.data.device_targets import device_columns
 from textdet.data.pipeline import Compose, FusedNormalize
 from textdet.data.resize import NormalizeImage, ToCHWImage
+from textdet.engine.amp import LossScaler
 from textdet.engine.buckets import EvalBatching, eval_batching
 from textdet.engine.checkpoint import load_weights, resolve_ckpt
-from textdet.engine.validate import MODEL_PRESETS, build_section, model_specs
-from textdet.engine.validate import build_pipeline as build_pipeline  # build.* for the commands
+from textdet.engine.optim import build_optimizer_in_background
+from textdet.engine.presets import MODEL_PRESETS as MODEL_PRESETS  # build.MODEL_PRESETS: what it builds
+from textdet.engine.presets import model_specs, preset_of
+from textdet.engine.schedule import LRSchedule
+from textdet.engine.sections import build_pipeline as build_pipeline  # build.* for the commands
+from textdet.engine.sections import build_section
 from textdet.engine.validate import validate as validate
 from textdet.errors import ConfigError
 from textdet.loss import LOSSES
@@ -30,6 +36,7 @@ from textdet.models.weights import MINDOCR_ZOO
 from textdet.postprocess import POSTPROCESSES
 
 logger = logging.getLogger("textdet")
+
 
 def check_model_specs(cfg: Config) -> dict[str, dict]:
     """Names and keyword arguments of backbone/neck/head, checked without building anything."""
@@ -63,10 +70,7 @@ def zoo_checkpoint(cfg: Config, specs: dict[str, dict]) -> str:
     """``model.pretrained: true``: the MindOCR model-zoo URL of the preset whose network ``specs`` is (the
     backbone's own ``pretrained`` aside), so a YAML spelling out ``dbnet_resnet50`` gets that file as
     ``model.name`` would."""
-    def network(spec: dict[str, dict]) -> dict:
-        return {**spec, "backbone": {k: v for k, v in spec["backbone"].items() if k != "pretrained"}}
-
-    name = next((n for n, preset in MODEL_PRESETS.items() if network(preset) == network(specs)), None)
+    name = preset_of(specs)
     if name not in MINDOCR_ZOO:
         with located(cfg, "model.pretrained"):
             raise ConfigError(f"model.pretrained: true, but this network is none of MindOCR's model-zoo models "
@@ -77,7 +81,9 @@ def zoo_checkpoint(cfg: Config, specs: dict[str, dict]) -> str:
 def load_model(cfg: Config, ckpt: str | None,
                keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[nn.Module, str | None]:
     """The DBNet of ``cfg`` with ``resolve_ckpt``'s weights (random for ``keys=()`` and no ``ckpt``), and the path."""
-    path, what = resolve_ckpt(cfg, ckpt, keys) if ckpt or keys else (None, None)
+    path = None
+    if ckpt or keys:
+        path, what = resolve_ckpt(cfg, ckpt, keys)  # before building: a missing file fails first
     model = build_model_from_config(cfg, pretrained_backbone=False)
     if path is not None:
         load_weights(model, path, what)
@@ -100,29 +106,65 @@ def main_indicator(cfg: Config) -> str:
     return str(cfg.metric.get("main_indicator", "f-score"))
 
 
+def build_schedule(cfg: Config, steps_per_epoch: int, accumulation: int) -> LRSchedule:
+    """The learning rate per optimizer step, from ``scheduler`` (``steps_per_epoch``: micro-batches)."""
+    scheduler = cfg.scheduler
+    return LRSchedule(scheduler.scheduler, scheduler.lr, steps_per_epoch, scheduler.num_epochs,
+                      warmup_epochs=scheduler.warmup_epochs, warmup_factor=scheduler.warmup_factor,
+                      min_lr=scheduler.min_lr, decay_epochs=scheduler.decay_epochs,
+                      decay_rate=scheduler.decay_rate, milestones=scheduler.milestones,
+                      num_cycles=scheduler.num_cycles, cycle_decay=scheduler.cycle_decay,
+                      lr_epoch_stair=scheduler.lr_epoch_stair, accumulation=accumulation,
+                      accumulation_lr=cfg.train.accumulation_lr)
+
+
+def build_optimizer_from_config(cfg: Config, model: nn.Module) -> Future:
+    """The ``optimizer`` section's optimizer over ``model``, built in a thread (torch.optim imports take
+    seconds): a Future whose ``result()`` is the optimizer."""
+    optimizer = cfg.optimizer
+    return build_optimizer_in_background(
+        model, optimizer.opt, cfg.scheduler.lr, weight_decay=optimizer.weight_decay,
+        momentum=optimizer.momentum, nesterov=optimizer.nesterov,
+        filter_bias_and_bn=optimizer.filter_bias_and_bn, beta1=optimizer.beta1, beta2=optimizer.beta2,
+        eps=optimizer.eps, no_weight_decay_params=optimizer.no_weight_decay_params)
+
+
+def build_loss_scaler(cfg: Config, needs_scaling: bool) -> LossScaler:
+    """The ``loss_scaler`` section; ``needs_scaling`` (fp16 autocast) switches it on."""
+    scaler = cfg.loss_scaler
+    return LossScaler(needs_scaling, scaler.type == "dynamic", scaler.loss_scale, scaler.scale_factor,
+                      scaler.scale_window)
+
+
 def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Compose, dict | None]:
     """(pipeline less a trailing NormalizeImage + ToCHWImage, their parameters) if ``enabled``, else (it, None)."""
-    ts = list(pipeline.transforms)
+    transforms = list(pipeline.transforms)
     norm = None
-    if ts and isinstance(ts[-1], FusedNormalize):
-        norm, rest = ts[-1].normalize, ts[:-1]
-    elif len(ts) >= 2 and isinstance(ts[-1], ToCHWImage) and isinstance(ts[-2], NormalizeImage):
-        norm, rest = ts[-2], ts[:-2]
+    if transforms and isinstance(transforms[-1], FusedNormalize):
+        norm = transforms[-1].normalize
+        rest = transforms[:-1]
+    elif (len(transforms) >= 2 and isinstance(transforms[-1], ToCHWImage)
+          and isinstance(transforms[-2], NormalizeImage)):
+        norm = transforms[-2]
+        rest = transforms[:-2]
     if not enabled or norm is None or not norm.is_hwc:
         return pipeline, None
-    return Compose(rest), {"mean": norm.mean.reshape(-1).tolist(), "std": norm.std.reshape(-1).tolist(),
-                           "swap_rb": bool(norm.bgr_to_rgb or norm.rgb_to_bgr)}
+    parameters = {"mean": norm.mean.reshape(-1).tolist(), "std": norm.std.reshape(-1).tolist(),
+                  "swap_rb": bool(norm.bgr_to_rgb or norm.rgb_to_bgr)}
+    return Compose(rest), parameters
 
 
 def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bool = False) -> DetDataset:
     """``device_targets``: the workers ship polygon arrays instead of the four DB maps (split_device_targets)."""
-    ds = getattr(cfg, split).dataset
-    if ds.type not in ("DetDataset",):
-        raise ConfigError(f"{split}.dataset.type: unknown dataset '{ds.type}' (valid: DetDataset)")
-    columns = device_columns(ds.output_columns) if device_targets else ds.output_columns
-    return DetDataset(ds.dataset_root, ds.data_dir, ds.label_file, pipeline, columns,
-                      sample_ratio=ds.sample_ratio, seed=cfg.system.seed, config_prefix=f"{split}.dataset",
-                      cache_images=ds.cache_images)
+    dataset = getattr(cfg, split).dataset
+    if dataset.type not in ("DetDataset",):
+        raise ConfigError(f"{split}.dataset.type: unknown dataset '{dataset.type}' (valid: DetDataset)")
+    columns = dataset.output_columns
+    if device_targets:
+        columns = device_columns(columns)
+    return DetDataset(dataset.dataset_root, dataset.data_dir, dataset.label_file, pipeline, columns,
+                      sample_ratio=dataset.sample_ratio, seed=cfg.system.seed,
+                      config_prefix=f"{split}.dataset", cache_images=dataset.cache_images)
 
 
 def worker_count(requested: int, world_size: int, key: str) -> int:
@@ -137,12 +179,20 @@ def worker_count(requested: int, world_size: int, key: str) -> int:
 
 def build_split_loader(cfg: Config, split: str, dataset: DetDataset, rank: int, world_size: int,
                        device: torch.device) -> torch.utils.data.DataLoader:
-    lc = getattr(cfg, split).loader
+    """The ``{split}.loader`` DataLoader over ``dataset``: the train split shuffles, drops the remainder as
+    set and pads its shards; eval batches by input shape (``eval_batching``)."""
+    loader_cfg = getattr(cfg, split).loader
     train = split == "train"
-    workers = worker_count(lc.num_workers, world_size, f"{split}.loader.num_workers")
-    batching = EvalBatching(collate) if train else eval_batching(cfg, dataset, lc.batch_size)
-    return build_loader(dataset, batch_size=lc.batch_size, shuffle=lc.shuffle and train,
-                        drop_remainder=lc.drop_remainder if train else False, num_workers=workers,
-                        seed=cfg.system.seed, rank=rank, world_size=world_size, pin_memory=device.type != "cpu",
-                        prefetch_factor=lc.prefetch_factor, persistent_workers=lc.persistent_workers,
-                        pad_shards=train, collate_fn=batching.collate_fn, batches=batching.batches)
+    workers = worker_count(loader_cfg.num_workers, world_size, f"{split}.loader.num_workers")
+    if train:
+        batching = EvalBatching(collate)  # no shape buckets in training
+        drop_remainder = loader_cfg.drop_remainder
+    else:
+        batching = eval_batching(cfg, dataset, loader_cfg.batch_size)
+        drop_remainder = False
+    return build_loader(dataset, batch_size=loader_cfg.batch_size, shuffle=loader_cfg.shuffle and train,
+                        drop_remainder=drop_remainder, num_workers=workers, seed=cfg.system.seed, rank=rank,
+                        world_size=world_size, pin_memory=device.type != "cpu",
+                        prefetch_factor=loader_cfg.prefetch_factor,
+                        persistent_workers=loader_cfg.persistent_workers, pad_shards=train,
+                        collate_fn=batching.collate_fn, batches=batching.batches)

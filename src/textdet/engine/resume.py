@@ -1,4 +1,6 @@
-"""Where a resumed run continues when the cluster shape changed (a preempted 8-process job resumed on 4).
+"""Resuming a run: which checkpoint it resumes from (``find_resume``), when a mid-epoch one is due
+(``resume_due``), and where it continues, also when the cluster shape changed (a preempted 8-process job
+resumed on 4: ``continue_at``).
 
 The resume checkpoint records the shape it was trained with: processes, per-process batch and gradient
 accumulation. The data order of an epoch is one global permutation that the ranks take in turns, so a
@@ -10,11 +12,41 @@ samples seen."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 from textdet.errors import ConfigError
 
 logger = logging.getLogger("textdet")
+
+AUTO_INTERVAL_S = 600.0  # train.ckpt_interval_steps: auto writes train_resume.ckpt every 10 minutes
+
+
+def find_resume(resume: bool | str | None, run_dir: str) -> str | None:
+    """``model.resume``: True -> ``run_dir/train_resume.ckpt`` (None when absent: a first run starts fresh),
+    a path -> itself, which must exist; None when off."""
+    if resume is False or resume is None or resume == "":
+        return None
+    if resume is True:
+        path = os.path.join(run_dir, "train_resume.ckpt")
+        if os.path.isfile(path):
+            return path
+        return None
+    path = os.path.expanduser(str(resume))
+    if not os.path.isfile(path):
+        raise ConfigError(f"model.resume: {resume} does not exist; fix the path, or -o model.resume=True "
+                          "for the run folder's train_resume.ckpt")
+    return path
+
+
+def resume_due(interval: int | str, step: int, since_save_s: float) -> bool:
+    """Mid-epoch ``train_resume.ckpt`` due? Every N optimizer steps, never (0/off), or every 10 minutes
+    (auto)."""
+    if interval == "auto":
+        return since_save_s >= AUTO_INTERVAL_S
+    if interval in (0, "off", False, None):
+        return False
+    return step % int(interval) == 0
 
 
 @dataclass(frozen=True)
@@ -50,7 +82,8 @@ class Position:
 def continue_at(ckpt: dict, shape: RunShape, opt_steps_per_epoch: int, path: str) -> Position:
     """The position of this run (``shape``, ``opt_steps_per_epoch`` optimizer steps per epoch) that has seen as many
     samples as the checkpoint; raises ConfigError when no optimizer step of this shape ends there."""
-    epoch, step_in_epoch = int(ckpt.get("epoch", 0)), int(ckpt.get("step_in_epoch", 0))
+    epoch = int(ckpt.get("epoch", 0))
+    step_in_epoch = int(ckpt.get("step_in_epoch", 0))
     saved_shape = ckpt.get("shape")
     if saved_shape is None:  # written before the shape was recorded: taken as this run's
         return Position(epoch, step_in_epoch, int(ckpt.get("step", 0)))

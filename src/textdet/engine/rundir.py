@@ -26,14 +26,20 @@ def prepare_run_dir(run_dir: str, resuming: bool, overwrite: bool = False) -> No
         return
     results = sorted(f for f in os.listdir(run_dir) if _RESULTS.match(f))
     if results and not overwrite:
+        shown = ", ".join(results[:4])
+        if len(results) > 4:
+            shown += ", ..."
         raise ConfigError(
-            f"train.ckpt_save_dir {run_dir} holds another run ({', '.join(results[:4])}"
-            f"{', ...' if len(results) > 4 else ''}); a fresh run would mix with it. Either continue that run "
-            "(-o model.resume=True), write to another folder (-o train.ckpt_save_dir=NEW), or replace it "
-            "(--overwrite)")
-    for name in results + [t for t in _TRACES if os.path.exists(os.path.join(run_dir, t))]:
+            f"train.ckpt_save_dir {run_dir} holds another run ({shown}); a fresh run would mix with it. "
+            "Either continue that run (-o model.resume=True), write to another folder "
+            "(-o train.ckpt_save_dir=NEW), or replace it (--overwrite)")
+    traces = [t for t in _TRACES if os.path.exists(os.path.join(run_dir, t))]
+    for name in results + traces:
         path = os.path.join(run_dir, name)
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
 
 
 def trim_metrics(run_dir: str, epochs_done: int) -> None:
@@ -42,13 +48,15 @@ def trim_metrics(run_dir: str, epochs_done: int) -> None:
     if not os.path.isfile(path):
         return
     with open(path, encoding="utf-8") as f:
-        lines = [ln for ln in f if (e := _epoch(ln)) is not None and e <= epochs_done]
+        lines = [line for line in f if _kept(line, epochs_done)]
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(lines)
 
 
-def _epoch(line: str) -> int | None:
-    try:  # a line cut by a kill is dropped
-        return int(json.loads(line)["epoch"])
+def _kept(line: str, epochs_done: int) -> bool:
+    """A record of an epoch the checkpoint holds; a line cut by a kill is dropped."""
+    try:
+        epoch = int(json.loads(line)["epoch"])
     except (ValueError, KeyError, TypeError):
-        return None
+        return False
+    return epoch <= epochs_done

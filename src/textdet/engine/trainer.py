@@ -18,22 +18,24 @@ from textdet import __version__
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import log_level
 from textdet.data.device_targets import split_device_targets
-from textdet.device import compiles_by_default, is_accelerator, pick_device, set_deterministic, synchronize
+from textdet.device import compiles_by_default, is_accelerator, pick_device, set_deterministic
 from textdet.engine import build, checkpoint, distributed
-from textdet.engine.amp import LossScaler, amp_settings
+from textdet.engine.amp import amp_settings
 from textdet.engine.ema import ModelEMA
-from textdet.engine.evaluator import Evaluator, progress_bar
+from textdet.engine.evaluator import progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
 from textdet.engine.finetune import freeze_parts, keep_frozen_in_eval_mode
 from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
 from textdet.engine.monitor import RunMonitor
-from textdet.engine.optim import build_optimizer_in_background
 from textdet.engine.phases import StepPhases, phase_ms
-from textdet.engine.resume import RunShape, continue_at
+from textdet.engine.resume import RunShape, continue_at, find_resume, resume_due
+from textdet.engine.retention import EpochCheckpoints
+from textdet.engine.rng import rng_state, seed_everything, set_rng_state
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
-from textdet.engine.schedule import LRSchedule
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
-from textdet.engine.step import ForwardAndLoss, compile_report, compile_step
+from textdet.engine.startup_report import StartupReport
+from textdet.engine.step import ForwardAndLoss, compile_step
+from textdet.engine.train_eval import build_train_evaluation
 from textdet.engine.validate import LOSS_COLUMNS, train_splits, validate
 from textdet.errors import ConfigError, TrainingDiverged
 from textdet.models import count_parameters
@@ -49,59 +51,70 @@ class Trainer:
     def __init__(self, cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
                  startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False,
                  pipelines: dict | None = None):
-        self.cfg, self.dry_run = cfg, dry_run
-        self.startup = startup or StartupTimer()
+        self.cfg = cfg
+        self.dry_run = dry_run
+        if startup is None:
+            startup = StartupTimer()
+        self.startup = startup
         self.device = pick_device(device)
         self.dist = distributed.init_distributed(cfg.system.distribute, self.device)
         self.run_dir = cfg.train.ckpt_save_dir
         self.main = distributed.is_main()
-        resume_path = checkpoint.find_resume(cfg.model.resume, self.run_dir)
+        resume_path = find_resume(cfg.model.resume, self.run_dir)
         if self.main and not dry_run:
             prepare_run_dir(self.run_dir, resume_path is not None, overwrite)
         setup_logging(None if dry_run else self.run_dir, self.main, log_level(cfg.system.log_level))
         if cfg.model.resume and resume_path is None:
             logger.info("model.resume: no checkpoint in %s, starting fresh", self.run_dir)
         self.progress = sys.stdout.isatty() if progress is None else progress
-        checkpoint.seed_everything(cfg.system.seed, self.dist.rank)
+        seed_everything(cfg.system.seed, self.dist.rank)
         set_deterministic(cfg.system.deterministic)
-        for key, reason in getattr(cfg, "meta", None).ignored if getattr(cfg, "meta", None) else []:
-            logger.info("ignored config key %s: %s", key, reason)
+        meta = getattr(cfg, "meta", None)  # None for a Config built in code rather than read from YAML
+        if meta is not None:
+            for key, reason in meta.ignored:
+                logger.info("ignored config key %s: %s", key, reason)
         self.startup.mark("device + checks setup")
-        self._build_data(resume_path, pipelines or validate(cfg, train_splits(cfg)))
+        if not pipelines:
+            pipelines = validate(cfg, train_splits(cfg))
+        self._build_data(resume_path, pipelines)
         self._build_model(resume_path)
         self._build_optimisation()
         self._wrap(compile)
 
-        self.epoch, self.global_step, self.best, self.step_in_epoch = 0, 0, -math.inf, 0
+        self.epoch = 0  # epochs done
+        self.step_in_epoch = 0  # micro-steps done in the next epoch (a mid-epoch resume)
+        self.global_step = 0  # optimizer steps done
+        self.best = -math.inf  # best score so far (the main indicator, or -loss without evaluation)
         self.last_save_t = time.perf_counter()
-        self.epoch_ckpts = checkpoint.EpochCheckpoints(self.run_dir, cfg.system.ckpt_max_keep,
-                                                       cfg.system.ckpt_save_policy)
+        system = cfg.system
+        self.epoch_ckpts = EpochCheckpoints(self.run_dir, system.ckpt_max_keep, system.ckpt_save_policy)
         if resume_path:
             self._resume(resume_path)
         self.feed = DeviceInput(self.device, self.normalize, channels_last=True, targets=self.targets)
         self.phases = StepPhases(self.device)
+        self.startup_report = StartupReport(self.startup, self.device, self.compiled, self.main,
+                                            self.run_dir)
         self.profile_window: tuple[int, int] | None = None  # --profile START:STOP
         self.resumed_step = self.global_step if resume_path else None
-        self.evaluator = None
+        self.evaluation = None
         if self.evaluate_enabled:
-            eval_loader = build.build_split_loader(cfg, "eval", self.eval_set, self.dist.rank, self.dist.world_size,
-                                                   self.device)
-            eval_amp = amp_settings(cfg.system.amp_level_infer, self.device.type, cfg.system.amp_dtype)
-            self.evaluator = Evaluator(eval_loader, self.postprocess, self.metric,  # precision as `textdet eval`
-                                       DeviceInput(self.device, self.eval_normalize), eval_amp, self.progress)
+            self.evaluation = build_train_evaluation(
+                cfg, self.eval_set, self.eval_normalize, self.postprocess, self.metric, self.device,
+                self.dist.rank, self.dist.world_size, self.progress)
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
     def _build_data(self, resume_path: str | None, pipelines: dict) -> None:
         """Checks first (model and loss arguments too), then data: a typo or a wrong path fails in seconds."""
-        cfg, dry_run = self.cfg, self.dry_run
+        cfg = self.cfg
         build.check_model_specs(cfg)
         self.loss_fn = build.build_loss_from_config(cfg)
         on_gpu = is_accelerator(self.device)
         train_pipe, self.normalize = build.split_device_normalize(pipelines["train"], on_gpu)
         train_pipe, self.targets = split_device_targets(train_pipe, cfg.train.targets_on_device, self.device)
         self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None)
-        self.evaluate_enabled, self.eval_set = "eval" in pipelines, None
+        self.evaluate_enabled = "eval" in pipelines
+        self.eval_set = None
         if self.evaluate_enabled:
             eval_pipe, self.eval_normalize = build.split_device_normalize(pipelines["eval"], on_gpu)
             self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
@@ -110,7 +123,7 @@ class Trainer:
         # Workers start on the first batch now, while the model is built (start-up overlap); a
         # resumed run starts at a later epoch, whose order is only known after loading.
         self._early_iter = None
-        if self.train_loader.num_workers > 0 and not dry_run and resume_path is None:
+        if self.train_loader.num_workers > 0 and not self.dry_run and resume_path is None:
             self.train_loader.sampler.set_epoch(0)
             self._early_iter = iter(self.train_loader)
         self.postprocess = build.build_postprocess_from_config(cfg)
@@ -134,7 +147,7 @@ class Trainer:
 
     def _build_optimisation(self) -> None:
         """Accumulation, LR schedule, optimizer, loss scaler and EMA."""
-        cfg, model = self.cfg, self.model
+        cfg = self.cfg
         self.accum = cfg.train.gradient_accumulation_steps
         self.steps_per_epoch = len(self.train_loader)  # micro-batches
         if self.steps_per_epoch < self.accum:
@@ -142,23 +155,15 @@ class Trainer:
                 f"train.gradient_accumulation_steps={self.accum} is more than the {self.steps_per_epoch} steps of an "
                 "epoch: no optimizer step would happen; lower it or the batch size")
         self.opt_steps_per_epoch = self.steps_per_epoch // self.accum
-        sc, oc = cfg.scheduler, cfg.optimizer
-        self.schedule = LRSchedule(sc.scheduler, sc.lr, self.steps_per_epoch, sc.num_epochs, sc.warmup_epochs,
-                                   sc.warmup_factor, sc.min_lr, sc.decay_epochs, sc.decay_rate, sc.milestones,
-                                   sc.num_cycles, sc.cycle_decay, sc.lr_epoch_stair, self.accum,
-                                   cfg.train.accumulation_lr)
-        for w in self.schedule.warnings():
-            logger.warning(w)
-        self._optimizer = build_optimizer_in_background(model, oc.opt, sc.lr, oc.weight_decay, oc.momentum,
-                                                        oc.nesterov, oc.filter_bias_and_bn, oc.beta1, oc.beta2, oc.eps,
-                                                        oc.no_weight_decay_params)
-        ls = cfg.loss_scaler
-        self.scaler = LossScaler(self.amp.needs_scaling, ls.type == "dynamic", ls.loss_scale, ls.scale_factor,
-                                 ls.scale_window)
-        self.ema = ModelEMA(model, cfg.train.ema_decay) if cfg.train.ema else None
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.schedule = build.build_schedule(cfg, self.steps_per_epoch, self.accum)
+        for warning in self.schedule.warnings():
+            logger.warning(warning)
+        self._optimizer = build.build_optimizer_from_config(cfg, self.model)  # a Future until first used
+        self.scaler = build.build_loss_scaler(cfg, self.amp.needs_scaling)
+        self.ema = ModelEMA(self.model, cfg.train.ema_decay) if cfg.train.ema else None
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
         # BatchNorm statistics after the last good step: a skipped (non-finite) step puts them back.
-        self.buffers = [b for b in model.buffers() if b.is_floating_point()]
+        self.buffers = [b for b in self.model.buffers() if b.is_floating_point()]
         self.good_buffers = [b.clone() for b in self.buffers]
         self.bad_run = 0  # consecutive skipped optimizer steps
 
@@ -188,19 +193,23 @@ class Trainer:
         self.startup.mark("optimizer + wrappers")
 
     def _resume(self, path: str) -> None:
-        ck = checkpoint.load_checkpoint(path, "model.resume")
-        self.model.load_state_dict(checkpoint.model_state(ck))
+        """Weights, optimizer, scaler, EMA, kept epochs, position, best score and RNGs from
+        train_resume.ckpt."""
+        saved = checkpoint.load_checkpoint(path, "model.resume")
+        self.model.load_state_dict(checkpoint.model_state(saved))
         for key, part in (("optimizer", self.optimizer), ("scaler", self.scaler), ("ema", self.ema),
                           ("epoch_ckpts", self.epoch_ckpts)):
-            if part is not None and ck.get(key):
-                part.load_state_dict(ck[key])
+            if part is not None and saved.get(key):
+                part.load_state_dict(saved[key])
         if self.ema is not None and self.cfg.train.ema_resume == "reset":  # MindOCR: EMA rebuilt, 0 updates
             self.ema = ModelEMA(self.model, self.cfg.train.ema_decay)
-        position = continue_at(ck, self.run_shape(), self.opt_steps_per_epoch, path)
-        self.epoch, self.step_in_epoch, self.global_step = position.epoch, position.step_in_epoch, position.global_step
-        self.best = float(ck.get("best_metric", -math.inf))
-        if "rng" in ck:
-            checkpoint.set_rng_state(ck["rng"])
+        position = continue_at(saved, self.run_shape(), self.opt_steps_per_epoch, path)
+        self.epoch = position.epoch
+        self.step_in_epoch = position.step_in_epoch
+        self.global_step = position.global_step
+        self.best = float(saved.get("best_metric", -math.inf))
+        if "rng" in saved:
+            set_rng_state(saved["rng"])
         # the BatchNorm statistics a skipped step puts back are the loaded ones, not those of the initialisation
         torch._foreach_copy_(self.good_buffers, self.buffers)
         if self.main:
@@ -230,27 +239,30 @@ class Trainer:
             self.monitor.close()
 
     def _fit_epochs(self, writer: MetricsWriter | None) -> dict:
-        E = self.cfg.scheduler.num_epochs
+        num_epochs = self.cfg.scheduler.num_epochs
         last: dict = {}
-        for epoch in range(self.epoch, E):
-            stats = self.train_one_epoch(epoch, E)
+        for epoch in range(self.epoch, num_epochs):
+            stats = self.train_one_epoch(epoch, num_epochs)
             summary = stats.summary()
             phases = self.phases.take_epoch()
-            record = {"epoch": epoch + 1, **{k: summary[k] for k in stats.terms}, "lr": self.schedule(
-                max(self.global_step - 1, 0)), "epoch_time": summary["time"], "img_per_s": summary["img_per_s"],
-                "data_wait_share": summary["data_wait_share"], "step_ms": summary["step_ms"],
-                "skipped_steps": stats.bad // self.accum, **({"phase_ms": phase_ms(phases)} if phases else {})}
+            record = {"epoch": epoch + 1, **{term: summary[term] for term in stats.terms},
+                      "lr": self.schedule(max(self.global_step - 1, 0)), "epoch_time": summary["time"],
+                      "img_per_s": summary["img_per_s"], "data_wait_share": summary["data_wait_share"],
+                      "step_ms": summary["step_ms"], "skipped_steps": stats.bad // self.accum}
+            if phases:
+                record["phase_ms"] = phase_ms(phases)
             logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: %.2f "
-                        "img/s, data wait: %.1f%%, skipped steps (non-finite): %d", epoch + 1, E,
+                        "img/s, data wait: %.1f%%, skipped steps (non-finite): %d", epoch + 1, num_epochs,
                         record.get("loss", float("nan")), summary["time"], summary["step_ms"], summary["img_per_s"],
                         100 * summary["data_wait_share"], record["skipped_steps"])
             if epoch == self.epoch:
-                self._report_compile(summary, stats.steps)
-            if epoch == self.epoch or epoch + 1 == E:
+                self.startup_report.first_epoch_done(summary["time"], stats.steps)
+            if epoch == self.epoch or epoch + 1 == num_epochs:
                 logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size, phases))
             with self.monitor.timed("evaluation"):
                 perf = self._maybe_evaluate(epoch + 1)
-            self.monitor.eta.last_eval_s = perf.get("eval_time", self.monitor.eta.last_eval_s)
+            if "eval_time" in perf:
+                self.monitor.eta.last_eval_s = perf["eval_time"]
             record.update(perf)
             if writer:  # before the checkpoint: a kill in between leaves a record that resume trims
                 writer.write(record, self.global_step)
@@ -270,10 +282,14 @@ class Trainer:
         cfg = self.cfg
         start = self.step_in_epoch if epoch == self.epoch else 0  # micro-steps a mid-epoch resume skips
         self.train_loader.sampler.set_epoch(epoch, skip=start * self.train_loader.batch_size * self.dist.world_size)
-        source, self._early_iter = (self._early_iter if epoch == 0 else None) or self.train_loader, None
+        source = self.train_loader
+        if epoch == 0 and self._early_iter is not None:
+            source = self._early_iter  # started in _build_data: its workers are already loading
+        self._early_iter = None
         self.forward_model.train()
         keep_frozen_in_eval_mode(self.model, cfg.train.freeze_bn, cfg.train.freeze)
-        stats, window = EpochStats(), EpochStats()
+        stats = EpochStats()  # the whole epoch
+        window = EpochStats()  # since the last step line
         steps = self.steps_per_epoch
         bar = progress_bar(self.progress and self.main, steps, f"epoch {epoch + 1}/{num_epochs}")
         batches = Prefetcher(source, self.feed)
@@ -286,12 +302,12 @@ class Trainer:
             if i >= usable:
                 break
             if epoch == self.epoch and i == start:
-                self.startup.mark("first batch ready")
-                self.startup.total("total_to_first_batch")
+                self.startup_report.first_batch_ready()
             skipped += batch.get("_skipped", 0)
             last_micro = (i + 1) % self.accum == 0
             self.monitor.before_step(i)
-            pending.append((self.train_step(batch, sync=last_micro), batch["image"].shape[0], batches.wait))
+            losses = self.train_step(batch, sync=last_micro)
+            pending.append((losses, batch["image"].shape[0], batches.wait))
             if last_micro:
                 self.phases.enter("optimizer")
                 bad = self.optimizer_step()
@@ -301,13 +317,13 @@ class Trainer:
                 pending.clear()
                 if bad:
                     self._check_bad_run(epoch, i + 1)
-                elif i + 1 < usable and checkpoint.resume_due(cfg.train.ckpt_interval_steps, self.global_step,
-                                                   time.perf_counter() - self.last_save_t):
+                elif i + 1 < usable and resume_due(cfg.train.ckpt_interval_steps, self.global_step,
+                                                    time.perf_counter() - self.last_save_t):
                     with self.monitor.timed("checkpoint"):
                         self._save_resume(epoch, i + 1)
             self.monitor.after_step(batches, window_done=last_micro)
             if epoch == self.epoch and i == start:
-                self._first_step_done()
+                self.startup_report.first_step_done()
             bar.set_postfix_str(self.monitor.bar_text(epoch, i + 1), refresh=False)
             bar.update(1)
             if (i + 1) % cfg.system.log_interval == 0:
@@ -321,7 +337,9 @@ class Trainer:
 
     def train_step(self, batch: dict, sync: bool) -> dict[str, torch.Tensor]:
         """Forward, loss and backward of one micro-batch; gradients are synced only on the last one."""
-        no_sync = self.forward_model.no_sync if (self.dist.enabled and not sync) else contextlib.nullcontext
+        no_sync = contextlib.nullcontext
+        if self.dist.enabled and not sync:
+            no_sync = self.forward_model.no_sync
         targets = {k: batch[k] for k in LOSS_COLUMNS if k in batch}
         with no_sync():
             self.phases.enter("forward")  # compiled: forward and loss are one graph, timed as "forward"
@@ -348,7 +366,7 @@ class Trainer:
         self.scaler.update(bad)
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
-        self.bad_run = self.bad_run + 1 if bad else 0
+        self.bad_run = self.bad_run + 1 if bad else 0  # counts skipped steps in a row
         return bad
 
     def _check_bad_run(self, epoch: int, step: int) -> None:
@@ -367,36 +385,19 @@ class Trainer:
             "scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for bad labels")
 
     # ----------------------------------------------------------------------------------------- periodic work
-    def _first_step_done(self) -> None:
-        synchronize(self.device)
-        self.first_step_s = self.startup.mark("first step" + (" (includes compile)" if self.compiled else ""),
-                                              return_stage=True)
-        self.startup.total("total_to_first_step")
-        if self.main:
-            logger.info("start-up (seconds since process start):\n%s", self.startup.table())
-            self.startup.write(os.path.join(self.run_dir, "startup.json"))
-
-    def _report_compile(self, summary: dict, steps: int) -> None:
-        """The compile time in the log and startup.json (step.compile_report says how it is estimated)."""
-        report = compile_report(self.first_step_s, summary["time"], steps) if self.compiled else None
-        if report is None:
-            return
-        self.startup.totals["compile_estimated"] = report[0]
-        logger.info(report[1])
-        if self.main:
-            self.startup.write(os.path.join(self.run_dir, "startup.json"))
-
-    def _log_window(self, window: EpochStats, epoch: int, E: int, step: int, S: int) -> None:
-        s = window.summary()
-        wait_ms = 1000 * s["data_wait_s"] / max(window.steps, 1)
+    def _log_window(self, window: EpochStats, epoch: int, num_epochs: int, step: int, steps: int) -> None:
+        """The log line and TensorBoard scalars of the last ``system.log_interval`` micro-steps."""
+        summary = window.summary()
+        wait_ms = 1000 * summary["data_wait_s"] / max(window.steps, 1)
         lr = self.schedule(max(self.global_step - 1, 0))
         logger.info(
-            "epoch: [%d/%d] step: [%d/%d], loss: %.6f, lr: %.6f, per step time: %.3f ms, fps per card: %.2f img/s, "
-            "data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data), skipped steps: %d, %s", epoch + 1, E,
-            step, S, s.get("loss", float("nan")), lr, s["step_ms"], s["img_per_s"], wait_ms, s["step_ms"] - wait_ms,
-            100 * s["data_wait_share"], window.bad // self.accum, self.monitor.step_line_tail(epoch, step))
-        scalars = {k: s[k] for k in window.terms}
-        scalars.update(lr=lr, img_per_s=s["img_per_s"], data_wait_share=s["data_wait_share"],
+            "epoch: [%d/%d] step: [%d/%d], loss: %.6f, lr: %.6f, per step time: %.3f ms, fps per card: %.2f "
+            "img/s, data wait: %.1f ms, compute: %.1f ms (%.1f%% waiting for data), skipped steps: %d, %s",
+            epoch + 1, num_epochs, step, steps, summary.get("loss", float("nan")), lr, summary["step_ms"],
+            summary["img_per_s"], wait_ms, summary["step_ms"] - wait_ms, 100 * summary["data_wait_share"],
+            window.bad // self.accum, self.monitor.step_line_tail(epoch, step))
+        scalars = {term: summary[term] for term in window.terms}
+        scalars.update(lr=lr, img_per_s=summary["img_per_s"], data_wait_share=summary["data_wait_share"],
                        loss_scale=self.scaler.scale, skipped_steps=window.bad // self.accum)
         self.monitor.step_scalars(scalars, self.global_step)
 
@@ -405,19 +406,12 @@ class Trainer:
 
     def eval_due(self, epoch: int) -> bool:
         """Whether (1-based) ``epoch`` ends with an evaluation."""
-        s = self.cfg.system
-        if self.evaluator is None or epoch < s.val_start_epoch:
-            return False
-        return (epoch - s.val_start_epoch) % s.val_interval == 0
+        return self.evaluation is not None and self.evaluation.due(epoch)
 
     def _maybe_evaluate(self, epoch: int) -> dict:
         if not self.eval_due(epoch):
             return {}
-        t0 = time.perf_counter()
-        perf = self.evaluator.run(self.eval_model())
-        dt = time.perf_counter() - t0
-        logger.info("Performance: %s, eval time: %.3f s", {k: round(v, 4) for k, v in perf.items()}, dt)
-        return {**perf, "eval_time": dt}
+        return self.evaluation.run(self.eval_model())
 
     def _save(self, epoch: int, metric: float | None, loss: float | None) -> None:
         """best.ckpt, e{N}.ckpt (policy) and train_resume.ckpt, each written atomically on rank 0."""
@@ -425,7 +419,12 @@ class Trainer:
             return
         weights = self.eval_model().state_dict()
         # Without evaluation, "best" follows the lowest training loss, as in MindOCR.
-        score = metric if metric is not None else (-loss if loss is not None else -math.inf)
+        if metric is not None:
+            score = metric
+        elif loss is not None:
+            score = -loss
+        else:
+            score = -math.inf
         weights_ckpt = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
                         "textdet_version": __version__}
         if score > self.best:
@@ -442,7 +441,7 @@ class Trainer:
                            "scaler": self.scaler.state_dict(), "ema": self.ema.state_dict() if self.ema else None,
                            "epoch": epochs_done, "step_in_epoch": step_in_epoch, "step": self.global_step,
                            "shape": self.run_shape().state_dict(),
-                           "best_metric": self.best, "rng": checkpoint.rng_state(),
+                           "best_metric": self.best, "rng": rng_state(),
                            "epoch_ckpts": self.epoch_ckpts.state_dict(), "config": to_dict(self.cfg),
                            "textdet_version": __version__}
             checkpoint.atomic_save(resume_ckpt, os.path.join(self.run_dir, "train_resume.ckpt"))

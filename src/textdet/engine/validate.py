@@ -1,36 +1,21 @@
-"""The one start-up validation path, torch-free, so a typo fails in well under 2 s; pipelines built once."""
+"""Start-up validation: the one path that checks a config before training or evaluation, torch-free, so a
+typo fails in well under 2 s. Checking a pipeline means building it, so ``validate`` hands the built
+pipelines on (built once)."""
 
 from __future__ import annotations
 
-import copy
 import os
-from collections.abc import Callable, Mapping
-from typing import Any
 
 from textdet.config import Config
-from textdet.config.components import MODEL_PART_NAMES, build_component, lookup
+from textdet.config.components import MODEL_PART_NAMES, lookup
 from textdet.config.loader import get_key, located
 from textdet.data.labels import check_dataset_paths
-from textdet.data.pipeline import Compose, build_transforms
+from textdet.data.pipeline import Compose
+from textdet.engine.presets import model_specs
+from textdet.engine.sections import build_pipeline, build_section
 from textdet.errors import ConfigError
 from textdet.metrics import METRICS
 from textdet.postprocess import POSTPROCESSES
-
-# MindOCR's named model presets (models/det_dbnet.py), used when `model.name` is set.
-_FPN = {"name": "DBFPN", "out_channels": 256, "bias": False}
-_HEAD = {"name": "DBHead", "k": 50, "bias": False, "adaptive": True}
-MODEL_PRESETS: dict[str, dict[str, dict]] = {
-    "dbnet_resnet18": {"backbone": {"name": "det_resnet18", "pretrained": True}, "neck": _FPN, "head": _HEAD},
-    "dbnet_resnet50": {"backbone": {"name": "det_resnet50", "pretrained": True}, "neck": _FPN, "head": _HEAD},
-    "dbnetpp_resnet50": {"backbone": {"name": "det_resnet50", "pretrained": True},
-                         "neck": {**_FPN, "use_asf": True, "channel_attention": True}, "head": _HEAD},
-    "dbnet_mobilenetv3": {
-        "backbone": {"name": "det_mobilenet_v3", "architecture": "large", "alpha": 0.5, "out_stages": [5, 8, 14, 20],
-                     "bottleneck_params": {"se_version": "SqueezeExciteV2", "always_expand": True},
-                     "pretrained": "https://download.mindspore.cn/toolkits/mindcv/mobilenet/mobilenetv3/"
-                                   "mobilenet_v3_large_050_no_scale_se_v2_expand-3c4047ac.ckpt"},
-        "neck": _FPN, "head": _HEAD},
-}
 
 # Loss inputs, by output column name (MindOCR passes them by position through label_column_index).
 LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
@@ -52,8 +37,8 @@ def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bo
     build_section(cfg, "postprocess", POSTPROCESSES)
     build_section(cfg, "metric", METRICS)
     for split in splits:
-        ds = getattr(cfg, split).dataset
-        check_dataset_paths(ds.dataset_root, ds.data_dir, ds.label_file, f"{split}.dataset")
+        dataset = getattr(cfg, split).dataset
+        check_dataset_paths(dataset.dataset_root, dataset.data_dir, dataset.label_file, f"{split}.dataset")
     return pipelines
 
 
@@ -71,16 +56,22 @@ def check_weight_paths(cfg: Config, keys: tuple[str, ...]) -> None:
         if not os.path.isfile(os.path.expanduser(value)):
             escape = _ESCAPES.get(key, f"-o {key}=false")
             meta = getattr(cfg, "meta", None)
-            where = f" (set at {meta.where(key)})" if meta is not None else ""
+            where = ""
+            if meta is not None:
+                where = f" (set at {meta.where(key)})"
             raise ConfigError(f"{key}: {value} does not exist{where}; fix the path, or {escape}")
 
 
 def train_weight_keys(cfg: Config) -> tuple[str, ...]:
     """The weight-file keys training reads: model.resume, and model.pretrained unless a resume file replaces it."""
     resume = cfg.model.resume
-    resuming = resume is True and os.path.isfile(os.path.join(cfg.train.ckpt_save_dir, "train_resume.ckpt"))
-    resuming = resuming or (isinstance(resume, str) and bool(resume))
-    return ("model.resume",) if resuming else ("model.resume", "model.pretrained")
+    if resume is True:
+        resuming = os.path.isfile(os.path.join(cfg.train.ckpt_save_dir, "train_resume.ckpt"))
+    else:
+        resuming = isinstance(resume, str) and bool(resume)
+    if resuming:
+        return ("model.resume",)
+    return ("model.resume", "model.pretrained")
 
 
 def train_splits(cfg: Config) -> tuple[str, ...]:
@@ -89,51 +80,30 @@ def train_splits(cfg: Config) -> tuple[str, ...]:
     return ("train", "eval") if evaluates else ("train",)
 
 
-def model_specs(cfg: Config) -> dict[str, dict]:
-    """backbone/neck/head specs, from `model.name` presets overlaid by explicit sections."""
-    specs = {"backbone": {}, "neck": {}, "head": {}}
-    if cfg.model.name:
-        with located(cfg, "model.name"):
-            preset = lookup(MODEL_PRESETS, cfg.model.name, "model.name", "model preset")
-        specs = copy.deepcopy(preset)
-    for part in specs:
-        specs[part].update(getattr(cfg.model, part) or {})
-        if not specs[part]:
-            raise ConfigError(f"model.{part} is missing: give it a name (or set model.name to a preset: "
-                              f"{', '.join(MODEL_PRESETS)})")
-    return specs
-
-
-def build_section(cfg: Config, key: str, table: Mapping[str, Callable[..., Any]]) -> Any:
-    """Build a ``{name: ..., **kwargs}`` section from its name -> class table, errors located at its YAML line."""
-    spec = dict(getattr(cfg, key))
-    with located(cfg, key):
-        return build_component(table, spec.pop("name", None), spec, key, key)
-
-
-def build_pipeline(cfg: Config, split: str, fuse: bool = True) -> Compose:
-    key = f"{split}.dataset.transform_pipeline"
-    pipeline = getattr(cfg, split).dataset.transform_pipeline
-    if not pipeline:
-        raise ConfigError(f"{key} is empty: list the transforms (see the MindOCR det configs)")
-    with located(cfg, key):
-        return build_transforms(pipeline, fuse=fuse)
-
-
 def check_columns(cfg: Config, splits: tuple[str, ...] = ("train", "eval")) -> None:
     """The train set must feed the model an image and the loss its four maps; eval needs polygons."""
     if "train" in splits:
-        cols = cfg.train.dataset.output_columns
-        idx = cfg.train.dataset.net_input_column_index or [0]
-        if not cols or idx[0] >= len(cols) or cols[idx[0]] != "image":
-            raise ConfigError(f"train.dataset.output_columns {cols} with net_input_column_index {idx}: the network "
-                              "input must be the 'image' column")
-        labels = [cols[i] for i in cfg.train.dataset.label_column_index if i < len(cols)]
-        unknown = [c for c in labels if c not in LOSS_COLUMNS]
-        if unknown:
-            raise ConfigError(f"train.dataset.label_column_index selects {unknown}; DBLoss takes {list(LOSS_COLUMNS)}")
-    ecols = cfg.eval.dataset.output_columns
-    if "eval" in splits and ecols:
-        missing = [c for c in ("image", "polys", "ignore_tags") if c not in ecols]
+        _check_train_columns(cfg)
+    eval_columns = cfg.eval.dataset.output_columns
+    if "eval" in splits and eval_columns:
+        missing = [c for c in ("image", "polys", "ignore_tags") if c not in eval_columns]
         if missing:
-            raise ConfigError(f"eval.dataset.output_columns {ecols} lacks {missing}, which evaluation needs")
+            raise ConfigError(f"eval.dataset.output_columns {eval_columns} lacks {missing}, which "
+                              "evaluation needs")
+
+
+def _check_train_columns(cfg: Config) -> None:
+    """The network input column must be 'image', and every label column one the loss takes."""
+    columns = cfg.train.dataset.output_columns
+    input_index = cfg.train.dataset.net_input_column_index
+    if not input_index:
+        input_index = [0]
+    first = input_index[0]
+    if not columns or first >= len(columns) or columns[first] != "image":
+        raise ConfigError(f"train.dataset.output_columns {columns} with net_input_column_index "
+                          f"{input_index}: the network input must be the 'image' column")
+    labels = [columns[i] for i in cfg.train.dataset.label_column_index if i < len(columns)]
+    unknown = [c for c in labels if c not in LOSS_COLUMNS]
+    if unknown:
+        raise ConfigError(f"train.dataset.label_column_index selects {unknown}; DBLoss takes "
+                          f"{list(LOSS_COLUMNS)}")

@@ -17,8 +17,9 @@ import torch
 from torch import nn
 
 from textdet.errors import ConfigError
-from textdet.hub import download, hub_checkpoint_dir, is_url, safe_load
+from textdet.hub import download, hub_checkpoint_dir, is_url
 from textdet.models.ms_ckpt import is_ms_checkpoint, mindspore_to_torch_names, read_ms_checkpoint
+from textdet.unpickling import safe_load
 
 logger = logging.getLogger(__name__)
 
