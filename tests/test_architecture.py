@@ -1,5 +1,6 @@
 """docs/ARCHITECTURE.md's house rules, read from the source: imports go down the floors, no import cycles,
-no file over 450 lines, src/ under 9,000 lines. Every import counts, function-local and TYPE_CHECKING too."""
+no file over 450 lines (per file only: no total budget). Every import counts, function-local and
+TYPE_CHECKING too."""
 
 from __future__ import annotations
 
