@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "labelme files (labelme IMAGES --output DIR to correct them, then textdet convert labelme DIR)")
     p.add_argument("--device", help=DEVICE_HELP)
     p.add_argument("--batch-size", type=int, default=8, help="images per forward (one input shape a batch)")
-    p.add_argument("--shape-buckets", metavar="auto|HxW,...", help="pad each resized image to the smallest of a "
-                   "few shapes (auto: up to 4 chosen from the inputs; default: the config's eval.shape_buckets)")
+    p.add_argument("--shape-buckets", metavar="auto|HxW,...",
+                   help="pad each resized image to the smallest of a few shapes (auto: up to 4 chosen "
+                   "from the inputs; default: the config's eval.shape_buckets)")
 
     p = sub.add_parser("export", help="export a checkpoint to ONNX (checked against PyTorch)")
     _add_config_args(p)

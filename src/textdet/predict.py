@@ -145,9 +145,9 @@ class Detector:
 
     ``shape_buckets`` (as ``eval.shape_buckets``): None runs each image at its resized size, batching equal
     sizes; ``"auto"`` picks up to 4 shapes from the resized sizes of the images of each ``predict`` call;
-    [[H, W], ...] sets them. With buckets, each resized image is padded bottom/right to the smallest shape that
-    holds it and the padding is zeroed in the probability map: the same boxes, a handful of input shapes for
-    a graph compiler. ``input_shapes`` counts the batches run at each (H, W)."""
+    [[H, W], ...] sets them. With buckets, each resized image is padded bottom/right to the smallest shape
+    that holds it and the padding is zeroed in the probability map: the same boxes, a handful of input
+    shapes for a graph compiler. ``input_shapes`` counts the batches run at each (H, W)."""
 
     def __init__(self, model: Callable[[np.ndarray], np.ndarray], preprocess: Preprocess,
                  postprocess: DBPostprocess, batch_size: int = 8,
@@ -182,8 +182,8 @@ class Detector:
                   shape_buckets: str | list | None = None) -> Detector:
         """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's
         inference defaults (a fixed-size model is resized straight to it);
-        ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override; ``shape_buckets`` default:
-        ``cfg``'s ``eval.shape_buckets``."""
+        ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override; ``shape_buckets``
+        default: ``cfg``'s ``eval.shape_buckets``."""
         onnx = OnnxModel(path, device=device)
         pre = preprocess_from_config(cfg)
         if resize is None and (cfg is None or not _has_resize(cfg)) and onnx.fixed_hw is not None:
@@ -205,8 +205,9 @@ class Detector:
         if shape_buckets is None and cfg is not None:
             shape_buckets = cfg.eval.shape_buckets
         if shape_buckets is not None and onnx.fixed_hw is not None:
-            raise ConfigError(f"{path} takes one input size, {onnx.fixed_hw[0]}x{onnx.fixed_hw[1]}: shape buckets "
-                              "do not apply to it (leave them out)")
+            height, width = onnx.fixed_hw
+            raise ConfigError(f"{path} takes one input size, {height}x{width}: shape buckets do not apply to "
+                              "it (leave them out)")
         return cls(onnx.run, pre, postprocess, batch_size, shape_buckets)
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:

@@ -71,16 +71,16 @@ def build_detector(args: argparse.Namespace) -> Detector:
 
 
 def parse_shape_buckets(text: str | None) -> str | list | None:
-    """``--shape-buckets``: ``auto`` or ``HxW[,HxW...]`` (e.g. ``736x1280,1280x736``) as ``eval.shape_buckets``
-    takes it; None when not given."""
+    """``--shape-buckets``: ``auto`` or ``HxW[,HxW...]`` (e.g. ``736x1280,1280x736``) as
+    ``eval.shape_buckets`` takes it; None when not given."""
     if text is None or text == "auto":
         return text
     shapes = []
     for part in text.split(","):
         height, _, width = part.strip().partition("x")
         if not (height.isdigit() and width.isdigit() and int(height) > 0 and int(width) > 0):
-            raise TextdetError(f"--shape-buckets: expected auto or HxW[,HxW...] such as 736x1280,1280x736, got "
-                               f"{text!r}")
+            raise TextdetError("--shape-buckets: expected auto or HxW[,HxW...] such as 736x1280,1280x736, "
+                               f"got {text!r}")
         shapes.append([int(height), int(width)])
     return shapes
 
