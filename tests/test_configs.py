@@ -7,9 +7,11 @@ import glob
 import os
 
 import pytest
+import yaml
 
 from conftest import USER_CFG
 from textdet.cli import main
+from textdet.commands.ppocr import ARCHITECTURES, ppocr_config
 from textdet.config import load_config
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
@@ -23,8 +25,12 @@ MINDOCR_PARAMS = {
 }
 
 
+FINE_TUNE_RECIPE = "ppocr_v4_finetune_cpu.yaml"  # no MindOCR counterpart: a converted PP-OCR detector
+
+
 def test_every_shipped_config_is_covered():
-    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIGS, "*.yaml"))) == sorted(MINDOCR_PARAMS)
+    shipped = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIGS, "*.yaml")))
+    assert shipped == sorted([*MINDOCR_PARAMS, FINE_TUNE_RECIPE])
     assert os.path.samefile(USER_CFG, os.path.join(CONFIGS, "mindocr_db_r50_user.yaml"))
 
 
@@ -56,3 +62,19 @@ def test_ic15_configs_name_the_ic15_layout():
         assert (cfg.train.dataset.data_dir, cfg.train.dataset.label_file) == ("train/images", "train_det_gt.txt")
         assert (cfg.eval.dataset.data_dir, cfg.eval.dataset.label_file) == ("test/images", "test_det_gt.txt")
         assert cfg.eval.ckpt_load_path == os.path.join(cfg.train.ckpt_save_dir, "best.ckpt")
+
+
+def test_fine_tune_recipe_is_what_convert_writes(synth_root, tmp_path, monkeypatch, capsys):
+    """configs/ppocr_v4_finetune_cpu.yaml is the YAML `textdet convert ppocr` writes for PP-OCRv4 mobile det,
+    with paths relative to the working folder, so the figures measured with the written YAML are its own; and
+    it names the converted checkpoint it needs."""
+    with open(os.path.join(CONFIGS, FINE_TUNE_RECIPE), encoding="utf-8") as f:
+        shipped = yaml.safe_load(f)
+    v4_v5_network = ARCHITECTURES[0]
+    written = ppocr_config("./ppocr_v4/model.ckpt", "ppocr_v4_mobile", v4_v5_network, "PP-OCRv4 mobile det")
+    assert shipped == written
+    monkeypatch.chdir(tmp_path)  # no ppocr_v4/model.ckpt here: the run must stop, naming it
+    args = ["train", "-c", os.path.join(CONFIGS, FINE_TUNE_RECIPE), "--dry-run",
+            "-o", f"train.dataset.dataset_root={synth_root}", "-o", f"eval.dataset.dataset_root={synth_root}"]
+    assert main(args) != 0
+    assert "model.pretrained: ./ppocr_v4/model.ckpt does not exist" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from textdet.cli import main
-from textdet.commands.ppocr import PPOCR_V4_DET, load_onnx_layers, read_onnx_layers
+from textdet.commands.ppocr import ARCHITECTURES, PPOCR_V4_DET, load_onnx_layers, ppocr_config, read_onnx_layers
 from textdet.config import load_config
 from textdet.data.resize import DetResize
 from textdet.engine import build
@@ -104,6 +104,26 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
                         {"name": "DBHead"})
     with pytest.raises(TextdetError, match=r"layer \d+ .* does not fit textdet's backbone\.blocks2"):
         load_onnx_layers(other, read_onnx_layers(onnx_path), onnx_path)
+
+
+def test_fine_tuning_defaults_follow_the_release() -> None:
+    """The written YAML: the whole network learns on its imported BatchNorm statistics; the learning rate is the
+    release's (PP-OCRv5's weights collapse at v4's 1e-3), the epochs the network's (what fits 30 minutes on 2 CPU
+    cores: PPLCNetV4 steps are slower)."""
+    v4_v5_network, v6_network = ARCHITECTURES
+    written = {
+        "v4": ppocr_config("m.ckpt", "v4", v4_v5_network, "PP-OCRv4 mobile det"),
+        "v5": ppocr_config("m.ckpt", "v5", v4_v5_network, "PP-OCRv5 mobile det"),
+        "v6": ppocr_config("m.ckpt", "v6", v6_network, "PP-OCRv6 small det"),
+        "other": ppocr_config("m.ckpt", "other", v4_v5_network, "unknown weights of PP-OCRv4/v5 mobile det"),
+    }
+    assert {name: cfg["scheduler"]["lr"] for name, cfg in written.items()} == {
+        "v4": 1e-3, "v5": 3e-4, "v6": 3e-4, "other": 3e-4}
+    assert {name: cfg["scheduler"]["num_epochs"] for name, cfg in written.items()} == {
+        "v4": 7, "v5": 7, "v6": 6, "other": 7}
+    for cfg in written.values():
+        assert cfg["train"]["freeze_bn"] is True
+        assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
 
 
 @pytest.mark.slow
