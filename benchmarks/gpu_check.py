@@ -10,8 +10,8 @@ installed, the DB targets built on the device (train.targets_on_device: ms per b
 CPU's), the compiled training step (graph breaks, recompiles, compiled/eager step time), bucketed batched
 evaluation (eval.shape_buckets auto + batch 4 vs one image: f-score, img/s, distinct shapes), bf16 vs fp16
 (system.amp_dtype), then DBNet-R50 640x640 training img/s (fp32, fp16, bf16) and the data-wait share with the real
-loader on synthetic 1280x720 data. First run on an H200, 2026-12-04: docs/BENCHMARKS.md, "GPU" (compile_cold_warm
-and r50_throughput not yet run to the end there).
+loader on synthetic 1280x720 data. First run on an H200, 2026-12-04: docs/BENCHMARKS.md, "GPU"
+(compile_cold_warm and r50_throughput not yet run to the end there).
 Without an accelerator it says so and exits 0 at once.
 """
 
@@ -364,7 +364,8 @@ def check_r50_throughput(ctx: dict) -> dict:
     synth = os.path.join(ctx["tmp"], "synth720")
     textdet_cli("synth", synth, "--train", "64", "--val", "4", "--size", "1280x720")
     out = textdet_cli("bench", "train", "-c", R50, "-o", f"train.dataset.dataset_root={synth}",
-                      "-o", "train.dataset.label_file=train_gt.txt", "-o", f"eval.dataset.dataset_root={synth}",
+                      "-o", "train.dataset.label_file=train_gt.txt",
+                      "-o", f"eval.dataset.dataset_root={synth}",
                       "-o", "eval.dataset.data_dir=val/images", "-o", "eval.dataset.label_file=test_gt.txt",
                       "-o", "model.backbone.pretrained=false",
                       "--n", "20", "--device", ctx["device"], "--json")
@@ -438,8 +439,8 @@ def main() -> int:
             else:
                 status = "ok"
             # each result as it comes, so that a run cut short still tells what it found
-            print(f"{name}: {status} ({result['seconds']} s) {json.dumps(result, default=str)}", file=sys.stderr,
-                  flush=True)
+            line = f"{name}: {status} ({result['seconds']} s) {json.dumps(result, default=str)}"
+            print(line, file=sys.stderr, flush=True)
     print(json.dumps(report, indent=1, default=str))
     return 1 if report["failed"] else 0
 
