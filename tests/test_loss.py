@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from textdet.config.components import build_component
 from textdet.errors import ConfigError
-from textdet.loss import LOSSES, DBLoss, topk_sum
+from textdet.loss import LOSSES, DBLoss, topk_mask
 
 
 def _targets(n: int = 2, h: int = 16, w: int = 16) -> dict[str, torch.Tensor]:
@@ -95,23 +95,18 @@ def test_text_free_image_keeps_min_negatives():
     assert none["loss"].item() == 0.0
 
 
-def test_topk_sum_counts_exactly_k_with_ties():
-    """Row 0: five 1.0s, k = 3 -> 3.0, each tie's gradient 3/5; row 1: k = 0 -> 0; row 2: one entry above the
-    tie, k = 2 -> 3 + 2, gradients 1 and 1/3 for each of the three 2s. k = all valid counts every valid entry;
-    invalid entries never count."""
+def test_topk_mask_keeps_exactly_k_with_ties():
+    """Row 0: five equal values, k = 3 -> the first 3; row 1: k = 0 -> none, k = 2 -> 4 and 3 (5 is not valid);
+    row 2: one entry above the tie, k = 3 -> it and the first two of the three 2s. k = all valid keeps every
+    valid entry; invalid entries are never picked."""
     values = torch.tensor([[1.0, 1.0, 1.0, 1.0, 1.0, 0.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0],
-                           [3.0, 2.0, 2.0, 2.0, 0.0, 0.0]], requires_grad=True)
+                           [2.0, 3.0, 0.0, 2.0, 2.0, 0.0]])
     valid = torch.tensor([[True, True, True, True, True, True], [False, True, True, True, True, True],
-                          [True, True, True, True, False, False]])
-    sums = topk_sum(values, valid, torch.tensor([3, 0, 2]))
-    assert sums.tolist() == pytest.approx([3.0, 0.0, 5.0])
-    sums.sum().backward()
-    assert values.grad[0].tolist() == pytest.approx([0.6, 0.6, 0.6, 0.6, 0.6, 0.0])
-    assert values.grad[1].tolist() == [0.0] * 6
-    assert values.grad[2].tolist() == pytest.approx([1.0, 1 / 3, 1 / 3, 1 / 3, 0.0, 0.0])
-    assert topk_sum(values, valid, torch.tensor([6, 5, 4])).tolist() == pytest.approx([5.0, 10.0, 9.0])
-    as_fp64 = topk_sum(values.detach().double(), valid, torch.tensor([3, 0, 2]))
-    assert as_fp64.dtype == torch.float64 and as_fp64.tolist() == pytest.approx([3.0, 0.0, 5.0])
+                          [True, True, True, True, True, False]])
+    keep = topk_mask(values, valid, torch.tensor([3, 0, 3]))
+    assert keep.int().tolist() == [[1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1, 1, 0, 1, 0, 0]]
+    keep = topk_mask(values, valid, torch.tensor([6, 2, 5]))
+    assert keep.int().tolist() == [[1, 1, 1, 1, 1, 1], [0, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]]
 
 
 @settings(max_examples=40, deadline=None)

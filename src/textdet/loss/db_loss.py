@@ -40,15 +40,15 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
     return ((pred - gt).abs() * mask).sum() / (mask.sum() + eps)
 
 
-def topk_sum(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
-    """(N,): the sum of the ``k[i]`` largest ``valid`` entries of each row of ``values``.
+def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
+    """bool (N, M): exactly ``k[i]`` of the largest ``valid`` entries per row of ``values``, ties in index order.
 
-    values: fp32 or fp64 (N, M), >= 0; valid: bool (N, M); k: int (N,), at most each row's valid count
-    (DBLoss's negative counts are). The k-th largest is found by bisection over float32 bit patterns: no
-    sort, no host sync. Entries tied at the k-th value are equal, so the ones still needed add (how many) x
-    (that value), and each tied entry gets an equal share of the gradient (fp64 values equal in float32
-    count as tied: within float32 rounding). No prefix sum either: torch 2.11's Inductor failed to generate
-    the Triton scan of the cumsum that broke ties before (on an H200, docs/BENCHMARKS.md "GPU")."""
+    values: float (N, M) >= 0; valid: bool (N, M); k: int (N,), at most each row's valid count (DBLoss's
+    negative counts are). Two bisections, no sort and no host sync: over float32 bit patterns for the k-th
+    largest value, then over positions for how many of the entries tied at it come first. The ties are
+    taken in index order, as MindOCR's TopK takes them (the training parity in docs/BENCHMARKS.md moved when
+    they were shared out instead), and without a prefix sum: torch 2.11's Inductor failed to generate the
+    Triton scan of the cumsum that did this before (on an H200, docs/BENCHMARKS.md "GPU")."""
     bits = values.detach().float().abs().contiguous().view(torch.int32)  # abs() turns -0.0 into +0.0
     bits = torch.where(valid, bits, torch.full_like(bits, -1))  # never counted: every threshold is >= 0
     k = k.to(torch.int32).unsqueeze(1)  # int32 counts: summing bools into int32 is ~2x faster than int64
@@ -62,11 +62,17 @@ def topk_sum(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
     above = bits > lo
     tie = bits == lo
     still_needed = k - above.sum(dim=1, keepdim=True, dtype=torch.int32)
-    tie_count = tie.sum(dim=1, keepdim=True, dtype=torch.int32).clamp(min=1)
-    tie_share = (still_needed.to(values.dtype) / tie_count.to(values.dtype)).squeeze(1)  # fp64 stays fp64
-    above_sum = (values * above).sum(dim=1)
-    tie_sum = (values * tie).sum(dim=1)
-    return above_sum + tie_sum * tie_share
+    # The smallest cut with count(tie before cut) >= still_needed; the tied entries before it are kept.
+    width = bits.shape[1]
+    position = torch.arange(width, device=bits.device, dtype=torch.int32).unsqueeze(0)
+    cut_lo = torch.zeros_like(k)  # count(tie before cut_lo) < still_needed, or cut_lo = 0
+    cut_hi = torch.full_like(k, width)  # count(tie before cut_hi) = all ties >= still_needed
+    for _ in range(width.bit_length()):
+        mid = cut_lo + (cut_hi - cut_lo) // 2
+        enough = (tie & (position < mid)).sum(dim=1, keepdim=True, dtype=torch.int32) >= still_needed
+        cut_lo = torch.where(enough, cut_lo, mid)
+        cut_hi = torch.where(enough, mid, cut_hi)
+    return above | (tie & (position < cut_hi) & (still_needed > 0))
 
 
 class DBLoss(nn.Module):
@@ -106,7 +112,8 @@ class DBLoss(nn.Module):
         by_ratio = torch.floor(self.negative_ratio * npos).to(torch.int64)
         floor = torch.full_like(navail, self.min_negatives)
         nneg = torch.minimum(navail, torch.where(npos > 0, by_ratio, floor))
-        neg_sum = topk_sum((loss * neg).view(n, -1), valid, nneg).sum()
+        keep = topk_mask(loss.view(n, -1), valid, nneg)
+        neg_sum = ((loss * neg).view(n, -1) * keep).sum()
         return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
 
     def forward(self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor,
