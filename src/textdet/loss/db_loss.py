@@ -41,7 +41,7 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
 
 
 def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
-    """bool (N, M): exactly ``k[i]`` of the largest ``valid`` entries of each row of ``values``, ties by index.
+    """bool (N, M): exactly ``k[i]`` of the largest ``valid`` entries of each row, ties by index.
 
     values: float (N, M) >= 0; valid: bool (N, M); k: int (N,), at most each row's valid count (DBLoss's
     negative counts are). Two bisections, no sort and no host sync: over float32 bit patterns for the k-th
