@@ -14,7 +14,7 @@ from textdet.data.dataset import EpochSampler, collate
 from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.checkpoint import atomic_save, load_checkpoint
 from textdet.engine.ema import ModelEMA
-from textdet.engine.optim import build_optimizer, build_optimizer_in_background, param_groups
+from textdet.engine.optim import build_optimizer, build_optimizer_in_background, load_optimizer_state, param_groups
 from textdet.engine.retention import EpochCheckpoints
 from textdet.engine.schedule import LRSchedule
 from textdet.errors import ConfigError, TextdetError
@@ -62,6 +62,47 @@ def test_filter_bias_and_bn():
     assert len(only["params"]) == 4
     opt = build_optimizer(m, "SGD", 0.1, weight_decay=1e-4, momentum=0.9)
     assert isinstance(opt, torch.optim.SGD) and opt.defaults["momentum"] == 0.9
+
+
+class _TwoParts(nn.Module):
+    """A backbone and a head, as DBNet's top-level parts are named."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 4, 3, bias=True), nn.BatchNorm2d(4))
+        self.head = nn.Conv2d(4, 1, 1, bias=True)
+
+
+def test_lr_mult_splits_groups_by_part_and_keeps_the_old_order_without_it():
+    m = _TwoParts()
+    plain = param_groups(m, 1e-4, filter_bias_and_bn=True)
+    assert [(len(g["params"]), g["weight_decay"], g["lr_mult"]) for g in plain] == [(2, 1e-4, 1.0), (4, 0.0, 1.0)]
+    groups = param_groups(m, 1e-4, filter_bias_and_bn=True, lr_mult={"backbone": 0.1})
+    # decayed: head conv weight (x1), backbone conv weight (x0.1); then the 1-D ones: head bias, backbone's 3
+    assert [(len(g["params"]), g["weight_decay"], g["lr_mult"]) for g in groups] == [
+        (1, 1e-4, 1.0), (1, 1e-4, 0.1), (1, 0.0, 1.0), (3, 0.0, 0.1)]
+    assert groups[1]["params"][0] is m.backbone[0].weight
+
+
+def test_lr_mult_names_the_parts_when_one_is_unknown_or_its_factor_is_negative():
+    with pytest.raises(ConfigError, match="'backbon' is not a part of the model; parts: backbone, head"):
+        param_groups(_TwoParts(), 0.0, True, lr_mult={"backbon": 0.1})
+    with pytest.raises(ConfigError, match="optimizer.lr_mult.head: expected a factor >= 0, got -1"):
+        param_groups(_TwoParts(), 0.0, True, lr_mult={"head": -1})
+
+
+def test_resumed_optimizer_keeps_the_configs_lr_mult_and_refuses_other_groups():
+    """torch's load_state_dict brings back the saved hyper-parameters: a factor changed in the config since
+    must win, and groups of other sizes (lr_mult added) are an error naming the file, not torch's ValueError."""
+    m = _TwoParts()
+    saved = build_optimizer(m, "adam", 1e-3, lr_mult={"backbone": 0.9}).state_dict()
+    now = build_optimizer(m, "adam", 1e-3, lr_mult={"backbone": 0.5})
+    load_optimizer_state(now, saved, "run/train_resume.ckpt")
+    assert [g["lr_mult"] for g in now.param_groups] == [1.0, 0.5, 1.0, 0.5]
+    plain = build_optimizer(m, "adam", 1e-3)
+    with pytest.raises(ConfigError, match=r"run/train_resume.ckpt: its optimizer holds parameter groups of "
+                                          r"\[1, 1, 1, 3\] tensors, this config makes \[2, 4\]"):
+        load_optimizer_state(plain, saved, "run/train_resume.ckpt")
 
 
 def test_optimizer_built_in_background_checks_its_name_at_once():

@@ -210,3 +210,22 @@ def test_missing_resume_path_is_an_error_in_the_library_too(tmp_path):
     with pytest.raises(ConfigError, match=f"model.resume: {tmp_path}/nope.ckpt does not exist"):
         find_resume(str(tmp_path / "nope.ckpt"), str(tmp_path))
     assert find_resume(True, str(tmp_path)) is None  # True in a new folder: a first run
+
+
+def test_lr_mult_scales_each_parts_learning_rate_in_the_step(synth_root, tmp_path):
+    """optimizer.lr_mult {backbone: 0}: after one update the backbone is where it was, the head has moved, and
+    the groups carry the schedule's rate times their factor."""
+    opts = tiny_overrides(synth_root, str(tmp_path / "run"), **{"optimizer.lr_mult": "{backbone: 0.0}"})
+    trainer = Trainer(load_config(RECIPE, opts), device="cpu", progress=False)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.forward_model.train()
+    trainer.train_step(trainer.feed(next(iter(trainer.train_loader))), sync=True)
+    assert trainer.optimizer_step() is False
+    lr = trainer.schedule(0)
+    assert lr > 0 and sorted({g["lr"] for g in trainer.optimizer.param_groups}) == [0.0, lr]
+    for name, p in trainer.model.named_parameters():
+        moved = not torch.equal(p.detach(), before[name])
+        if name.startswith("backbone."):
+            assert not moved, name
+    assert any(not torch.equal(p.detach(), before[n]) for n, p in trainer.model.named_parameters()
+               if n.startswith("head."))

@@ -69,6 +69,9 @@ class OptimizerConfig:
     loss_scale: float = 1.0
     grouping_strategy: str | None = None
     no_weight_decay_params: list = field(default_factory=list)
+    # textdet: {part: factor} scales the learning rate of a top-level part (backbone, neck, head), e.g.
+    # {backbone: 0.1} to fine-tune an imported detector's features more gently than its head
+    lr_mult: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -126,7 +126,8 @@ def build_optimizer_from_config(cfg: Config, model: nn.Module) -> Future:
         model, optimizer.opt, cfg.scheduler.lr, weight_decay=optimizer.weight_decay,
         momentum=optimizer.momentum, nesterov=optimizer.nesterov,
         filter_bias_and_bn=optimizer.filter_bias_and_bn, beta1=optimizer.beta1, beta2=optimizer.beta2,
-        eps=optimizer.eps, no_weight_decay_params=optimizer.no_weight_decay_params)
+        eps=optimizer.eps, no_weight_decay_params=optimizer.no_weight_decay_params,
+        lr_mult=optimizer.lr_mult)
 
 
 def build_loss_scaler(cfg: Config, needs_scaling: bool) -> LossScaler:

@@ -12,18 +12,31 @@ from textdet.errors import ConfigError
 
 
 def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
-                 no_weight_decay_params: list[str] = ()) -> list[dict]:
-    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and ``no_weight_decay_params`` none."""
-    decay, no_decay = [], []
+                 no_weight_decay_params: list[str] = (), lr_mult: dict[str, float] | None = None) -> list[dict]:
+    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and ``no_weight_decay_params`` none.
+
+    ``lr_mult`` ({part: factor}, ``optimizer.lr_mult``) splits them again by top-level part (backbone, neck,
+    head); each group's ``lr_mult`` scales the scheduler's learning rate for it (the trainer applies it).
+    """
+    lr_mult = dict(lr_mult or {})
+    parts = dict(model.named_children())
+    for part, factor in lr_mult.items():
+        if part not in parts:
+            raise ConfigError(f"optimizer.lr_mult: {part!r} is not a part of the model; parts: {', '.join(parts)}")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 0:
+            raise ConfigError(f"optimizer.lr_mult.{part}: expected a factor >= 0, got {factor!r}")
+    groups: dict[tuple[bool, float], list] = {}
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
         skip = (filter_bias_and_bn and p.ndim <= 1) or any(k in name for k in no_weight_decay_params)
-        (no_decay if skip else decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}]
-    if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0})
-    return groups
+        factor = float(lr_mult.get(name.split(".", 1)[0], 1.0))
+        groups.setdefault((not skip, factor), []).append(p)
+    if not groups:  # torch.optim refuses an empty list; keep the decayed group as before
+        groups[(True, 1.0)] = []
+    ordered = sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1] != 1.0, item[0][1]))
+    return [{"params": params, "weight_decay": weight_decay if decayed else 0.0, "lr_mult": factor}
+            for (decayed, factor), params in ordered]
 
 
 def _sgd(groups, lr, momentum, nesterov, **_):
@@ -54,14 +67,30 @@ OPTIMIZERS = {"sgd": _sgd, "momentum": _sgd, "nesterov": _nesterov, "adam": _ada
 
 def build_optimizer(model: nn.Module, opt: str, lr: float, weight_decay: float = 0.0, momentum: float = 0.9,
                     nesterov: bool = False, filter_bias_and_bn: bool = True, beta1: float = 0.9, beta2: float = 0.999,
-                    eps: float = 1e-8, no_weight_decay_params: list[str] = ()) -> torch.optim.Optimizer:
+                    eps: float = 1e-8, no_weight_decay_params: list[str] = (),
+                    lr_mult: dict[str, float] | None = None) -> torch.optim.Optimizer:
     """An optimizer by MindOCR name (case-insensitive: ``SGD`` works as in the user's config)."""
     make = lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
-    groups = param_groups(model, weight_decay, filter_bias_and_bn, list(no_weight_decay_params))
+    groups = param_groups(model, weight_decay, filter_bias_and_bn, list(no_weight_decay_params), lr_mult)
     try:
         return make(groups, lr=lr, momentum=momentum, nesterov=nesterov, beta1=beta1, beta2=beta2, eps=eps)
     except ValueError as err:  # torch's own checks (lr, betas, eps, momentum)
         raise ConfigError(f"optimizer ({opt}): {err}; check the optimizer section and scheduler.lr") from None
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict, where: str) -> None:
+    """A resumed optimizer's state; its groups must match this config's, and the config's ``lr_mult`` factors win
+    (torch would otherwise bring back the saved ones silently)."""
+    saved = [len(g["params"]) for g in state["param_groups"]]
+    made = [len(g["params"]) for g in optimizer.param_groups]
+    if saved != made:
+        raise ConfigError(f"{where}: its optimizer holds parameter groups of {saved} tensors, this config makes "
+                          f"{made}: optimizer.lr_mult, optimizer.filter_bias_and_bn, no_weight_decay_params or "
+                          "train.freeze changed since it was saved; resume with the settings it was saved with")
+    factors = [g.get("lr_mult", 1.0) for g in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, factor in zip(optimizer.param_groups, factors, strict=True):
+        group["lr_mult"] = factor
 
 
 def build_optimizer_in_background(model: nn.Module, opt: str, *args, **kwargs) -> Future:

@@ -27,6 +27,7 @@ from textdet.engine.feed import DeviceInput, Prefetcher
 from textdet.engine.finetune import freeze_parts, keep_frozen_in_eval_mode
 from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
 from textdet.engine.monitor import RunMonitor
+from textdet.engine.optim import load_optimizer_state
 from textdet.engine.phases import StepPhases, phase_ms
 from textdet.engine.resume import RunShape, continue_at, find_resume, resume_due
 from textdet.engine.retention import EpochCheckpoints
@@ -197,8 +198,9 @@ class Trainer:
         train_resume.ckpt."""
         saved = checkpoint.load_checkpoint(path, "model.resume")
         self.model.load_state_dict(checkpoint.model_state(saved))
-        for key, part in (("optimizer", self.optimizer), ("scaler", self.scaler), ("ema", self.ema),
-                          ("epoch_ckpts", self.epoch_ckpts)):
+        if saved.get("optimizer"):
+            load_optimizer_state(self.optimizer, saved["optimizer"], path)
+        for key, part in (("scaler", self.scaler), ("ema", self.ema), ("epoch_ckpts", self.epoch_ckpts)):
             if part is not None and saved.get(key):
                 part.load_state_dict(saved[key])
         if self.ema is not None and self.cfg.train.ema_resume == "reset":  # MindOCR: EMA rebuilt, 0 updates
@@ -358,7 +360,7 @@ class Trainer:
                 torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_norm)
             lr = self.schedule(self.global_step)
             for g in self.optimizer.param_groups:
-                g["lr"] = lr
+                g["lr"] = lr * g.get("lr_mult", 1.0)  # optimizer.lr_mult: a part's own factor
             self.optimizer.step()
             torch._foreach_copy_(self.good_buffers, self.buffers)
             if self.ema is not None:
