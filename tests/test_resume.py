@@ -229,3 +229,12 @@ def test_lr_mult_scales_each_parts_learning_rate_in_the_step(synth_root, tmp_pat
             assert not moved, name
     assert any(not torch.equal(p.detach(), before[n]) for n, p in trainer.model.named_parameters()
                if n.startswith("head."))
+
+
+def test_lr_mult_with_an_unknown_part_fails_before_training_naming_where_it_was_set(synth_root, tmp_path):
+    opts = tiny_overrides(synth_root, str(tmp_path / "run"), **{"optimizer.lr_mult": "{backbon: 0.1}"})
+    cfg = load_config(RECIPE, opts)
+    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    with pytest.raises(ConfigError, match=r"^-o optimizer.lr_mult: .*'backbon' is not a part of the model; "
+                                          r"parts: backbone, neck, head"):
+        build.build_optimizer_from_config(cfg, model)

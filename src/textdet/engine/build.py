@@ -21,7 +21,7 @@ from textdet.data.resize import NormalizeImage, ToCHWImage
 from textdet.engine.amp import LossScaler
 from textdet.engine.buckets import EvalBatching, eval_batching
 from textdet.engine.checkpoint import load_weights, resolve_ckpt
-from textdet.engine.optim import build_optimizer_in_background
+from textdet.engine.optim import build_optimizer_in_background, checked_lr_mult
 from textdet.engine.presets import MODEL_PRESETS as MODEL_PRESETS  # build.MODEL_PRESETS: what it builds
 from textdet.engine.presets import model_specs, preset_of
 from textdet.engine.schedule import LRSchedule
@@ -122,6 +122,8 @@ def build_optimizer_from_config(cfg: Config, model: nn.Module) -> Future:
     """The ``optimizer`` section's optimizer over ``model``, built in a thread (torch.optim imports take
     seconds): a Future whose ``result()`` is the optimizer."""
     optimizer = cfg.optimizer
+    with located(cfg, "optimizer.lr_mult"):
+        checked_lr_mult(model, optimizer.lr_mult)
     return build_optimizer_in_background(
         model, optimizer.opt, cfg.scheduler.lr, weight_decay=optimizer.weight_decay,
         momentum=optimizer.momentum, nesterov=optimizer.nesterov,

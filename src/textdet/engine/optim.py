@@ -11,13 +11,8 @@ from textdet.config.components import lookup
 from textdet.errors import ConfigError
 
 
-def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
-                 no_weight_decay_params: list[str] = (), lr_mult: dict[str, float] | None = None) -> list[dict]:
-    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and ``no_weight_decay_params`` none.
-
-    ``lr_mult`` ({part: factor}, ``optimizer.lr_mult``) splits them again by top-level part (backbone, neck,
-    head); each group's ``lr_mult`` scales the scheduler's learning rate for it (the trainer applies it).
-    """
+def checked_lr_mult(model: nn.Module, lr_mult: dict[str, float] | None) -> dict[str, float]:
+    """``optimizer.lr_mult`` as {part: factor}: each key a top-level part of ``model``, each factor a number >= 0."""
     lr_mult = dict(lr_mult or {})
     parts = dict(model.named_children())
     for part, factor in lr_mult.items():
@@ -25,6 +20,17 @@ def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool
             raise ConfigError(f"optimizer.lr_mult: {part!r} is not a part of the model; parts: {', '.join(parts)}")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 0:
             raise ConfigError(f"optimizer.lr_mult.{part}: expected a factor >= 0, got {factor!r}")
+    return lr_mult
+
+
+def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
+                 no_weight_decay_params: list[str] = (), lr_mult: dict[str, float] | None = None) -> list[dict]:
+    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and ``no_weight_decay_params`` none.
+
+    ``lr_mult`` ({part: factor}, ``optimizer.lr_mult``) splits them again by top-level part (backbone, neck,
+    head); each group's ``lr_mult`` scales the scheduler's learning rate for it (the trainer applies it).
+    """
+    lr_mult = checked_lr_mult(model, lr_mult)
     groups: dict[tuple[bool, float], list] = {}
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -85,7 +91,7 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict, where: s
     made = [len(g["params"]) for g in optimizer.param_groups]
     if saved != made:
         raise ConfigError(f"{where}: its optimizer holds parameter groups of {saved} tensors, this config makes "
-                          f"{made}: optimizer.lr_mult, optimizer.filter_bias_and_bn, no_weight_decay_params or "
+                          f"{made}: optimizer.lr_mult, filter_bias_and_bn or no_weight_decay_params, or "
                           "train.freeze changed since it was saved; resume with the settings it was saved with")
     factors = [g.get("lr_mult", 1.0) for g in optimizer.param_groups]
     optimizer.load_state_dict(state)

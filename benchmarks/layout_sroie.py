@@ -1,0 +1,106 @@
+"""Lay out real scanned receipts (ICDAR 2019 SROIE) as MindOCR's detection data: the "other real photos" check
+of fine-tuning (docs/RESULTS.md, "Other real photos: receipts").
+
+Source: a clone of https://github.com/zzzDavid/ICDAR-2019-SROIE (MIT; the images and labels are the ICDAR 2019
+SROIE challenge's, https://rrc.cvc.uab.es/?ch=13, for research use): ``data/img/NNN.jpg`` and
+``data/box/NNN.csv``, one printed text line a row, ``x1,y1,...,x4,y4,transcript``. Handwritten notes and stamps
+carry no box there, so a detector that finds them is charged false positives.
+
+    git clone https://github.com/zzzDavid/ICDAR-2019-SROIE
+    python benchmarks/layout_sroie.py --src ICDAR-2019-SROIE --out DOC
+
+Writes OUT/train/images + OUT/train_gt.txt and OUT/val/images + OUT/test_gt.txt: ``--num`` receipts evenly
+spaced over the sorted names, alternately to train and to val; a receipt whose long side exceeds ``--max-side``
+is shrunk (INTER_AREA) with its boxes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import cv2
+import numpy as np
+
+
+def read_boxes(path: str) -> list[tuple[str, np.ndarray]]:
+    """(transcript, (4, 2) points) per row of an SROIE box file; an empty transcript becomes ``###``."""
+    with open(path, encoding="utf-8-sig") as f:
+        rows = [line.strip() for line in f if line.strip()]
+    boxes = []
+    for row in rows:
+        fields = row.split(",", 8)
+        points = np.array([float(v) for v in fields[:8]]).reshape(4, 2)
+        text = fields[8].strip() if len(fields) > 8 else ""
+        boxes.append((text or "###", points))
+    return boxes
+
+
+def clockwise_from_top_left(points: np.ndarray) -> np.ndarray:
+    """The 4 points in clockwise order on screen (y down), starting at the one nearest the top-left corner."""
+    centre = points.mean(axis=0)
+    angles = np.arctan2(points[:, 1] - centre[1], points[:, 0] - centre[0])
+    ordered = points[np.argsort(angles)]
+    return np.roll(ordered, -int(np.argmin(ordered.sum(axis=1))), axis=0)
+
+
+def pick_names(src: str, num: int) -> list[str]:
+    """``num`` receipt names evenly spaced over the sorted ones that have a box file."""
+    names = sorted(n for n in os.listdir(os.path.join(src, "data", "img"))
+                   if n.lower().endswith(".jpg") and os.path.isfile(box_path(src, n)))
+    if not names:
+        raise SystemExit(f"{src}/data/img: no receipts with a box file in data/box; is --src a clone of "
+                         "zzzDavid/ICDAR-2019-SROIE?")
+    count = min(num, len(names))
+    return sorted({names[min(len(names) - 1, round(i * len(names) / count))] for i in range(count)})
+
+
+def box_path(src: str, name: str) -> str:
+    return os.path.join(src, "data", "box", os.path.splitext(name)[0] + ".csv")
+
+
+def label_line(src: str, name: str, out_dir: str, max_side: int) -> tuple[str, int]:
+    """Write the (shrunk) receipt into ``out_dir``; return its label line and its number of boxes."""
+    image = cv2.imread(os.path.join(src, "data", "img", name), cv2.IMREAD_COLOR)
+    if image is None:
+        raise SystemExit(f"{src}/data/img/{name}: not a readable image")
+    h, w = image.shape[:2]
+    scale = min(1.0, max_side / max(h, w))
+    if scale < 1.0:
+        image = cv2.resize(image, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
+        h, w = image.shape[:2]
+    labels = []
+    for text, points in read_boxes(box_path(src, name)):
+        points = np.rint(clockwise_from_top_left(points * scale))
+        points = np.clip(points, 0, [w - 1, h - 1])
+        labels.append({"transcription": text, "points": points.astype(int).tolist()})
+    cv2.imwrite(os.path.join(out_dir, name), image, [cv2.IMWRITE_JPEG_QUALITY, 95])
+    return f"{name}\t{json.dumps(labels, ensure_ascii=False)}", len(labels)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--src", required=True, help="clone of zzzDavid/ICDAR-2019-SROIE")
+    parser.add_argument("--out", required=True, help="output folder, e.g. DOC")
+    parser.add_argument("--num", type=int, default=120, help="receipts to take (default 120: 60 + 60)")
+    parser.add_argument("--max-side", type=int, default=1600, help="longest side in pixels (default 1600)")
+    args = parser.parse_args()
+    splits = {"train": "train_gt.txt", "val": "test_gt.txt"}
+    lines: dict[str, list[str]] = {split: [] for split in splits}
+    boxes = dict.fromkeys(splits, 0)
+    for split in splits:
+        os.makedirs(os.path.join(args.out, split, "images"), exist_ok=True)
+    for position, name in enumerate(pick_names(args.src, args.num)):
+        split = "train" if position % 2 == 0 else "val"
+        line, count = label_line(args.src, name, os.path.join(args.out, split, "images"), args.max_side)
+        lines[split].append(line)
+        boxes[split] += count
+    for split, label_file in splits.items():
+        with open(os.path.join(args.out, label_file), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines[split]) + "\n")
+        print(f"{split}: {len(lines[split])} receipts, {boxes[split]} boxes -> {args.out}/{label_file}")
+
+
+if __name__ == "__main__":
+    main()
