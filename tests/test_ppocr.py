@@ -108,8 +108,8 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
 
 def test_fine_tuning_defaults_follow_the_release() -> None:
     """The written YAML: the whole network learns on its imported BatchNorm statistics; the learning rate is the
-    release's (PP-OCRv5's weights collapse at v4's 1e-3), the epochs the network's (what fits 30 minutes on 2 CPU
-    cores: PPLCNetV4 steps are slower)."""
+    release's (PP-OCRv5's weights collapse at v4's 1e-3), PP-OCRv4's backbone at a tenth of it, the epochs the
+    network's (what fits 30 minutes on 2 CPU cores: PPLCNetV4 steps are slower)."""
     v4_v5_network, v6_network = ARCHITECTURES
     written = {
         "v4": ppocr_config("m.ckpt", "v4", v4_v5_network, "PP-OCRv4 mobile det"),
@@ -121,6 +121,8 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
         "v4": 1e-3, "v5": 3e-4, "v6": 3e-4, "other": 3e-4}
     assert {name: cfg["scheduler"]["num_epochs"] for name, cfg in written.items()} == {
         "v4": 7, "v5": 7, "v6": 6, "other": 7}
+    assert {name: cfg["optimizer"].get("lr_mult") for name, cfg in written.items()} == {
+        "v4": {"backbone": 0.1}, "v5": None, "v6": None, "other": None}
     for cfg in written.values():
         assert cfg["train"]["freeze_bn"] is True
         assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
