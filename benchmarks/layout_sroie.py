@@ -3,15 +3,15 @@ of fine-tuning (docs/RESULTS.md, "Other real photos: receipts").
 
 Source: a clone of https://github.com/zzzDavid/ICDAR-2019-SROIE (MIT; the images and labels are the ICDAR 2019
 SROIE challenge's, https://rrc.cvc.uab.es/?ch=13, for research use): ``data/img/NNN.jpg`` and
-``data/box/NNN.csv``, one printed text line a row, ``x1,y1,...,x4,y4,transcript``. Handwritten notes and stamps
-carry no box there, so a detector that finds them is charged false positives.
+``data/box/NNN.csv``, one printed text line a row, ``x1,y1,...,x4,y4,transcript``. Handwritten notes and
+stamps carry no box there, so a detector that finds them is charged false positives.
 
     git clone https://github.com/zzzDavid/ICDAR-2019-SROIE
     python benchmarks/layout_sroie.py --src ICDAR-2019-SROIE --out DOC
 
-Writes OUT/train/images + OUT/train_gt.txt and OUT/val/images + OUT/test_gt.txt: ``--num`` receipts evenly
-spaced over the sorted names, alternately to train and to val; a receipt whose long side exceeds ``--max-side``
-is shrunk (INTER_AREA) with its boxes.
+Writes OUT/train/images + OUT/train_gt.txt and OUT/val/images + OUT/test_gt.txt: ``--num`` receipts
+evenly spaced over the sorted names, alternately to train and to val; a receipt whose long side exceeds
+``--max-side`` is shrunk (INTER_AREA) with its boxes.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def label_line(src: str, name: str, out_dir: str, max_side: int) -> tuple[str, i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--src", required=True, help="clone of zzzDavid/ICDAR-2019-SROIE")
     parser.add_argument("--out", required=True, help="output folder, e.g. DOC")
     parser.add_argument("--num", type=int, default=120, help="receipts to take (default 120: 60 + 60)")

@@ -76,7 +76,8 @@ class _TwoParts(nn.Module):
 def test_lr_mult_splits_groups_by_part_and_keeps_the_old_order_without_it():
     m = _TwoParts()
     plain = param_groups(m, 1e-4, filter_bias_and_bn=True)
-    assert [(len(g["params"]), g["weight_decay"], g["lr_mult"]) for g in plain] == [(2, 1e-4, 1.0), (4, 0.0, 1.0)]
+    summary = [(len(g["params"]), g["weight_decay"], g["lr_mult"]) for g in plain]
+    assert summary == [(2, 1e-4, 1.0), (4, 0.0, 1.0)]
     groups = param_groups(m, 1e-4, filter_bias_and_bn=True, lr_mult={"backbone": 0.1})
     # decayed: head conv weight (x1), backbone conv weight (x0.1); then the 1-D ones: head bias, backbone's 3
     assert [(len(g["params"]), g["weight_decay"], g["lr_mult"]) for g in groups] == [
@@ -93,7 +94,8 @@ def test_lr_mult_names_the_parts_when_one_is_unknown_or_its_factor_is_negative()
 
 def test_resumed_optimizer_keeps_the_configs_lr_mult_and_refuses_other_groups():
     """torch's load_state_dict brings back the saved hyper-parameters: a factor changed in the config since
-    must win, and groups of other sizes (lr_mult added) are an error naming the file, not torch's ValueError."""
+    must win, and groups of other sizes (lr_mult added) are an error naming the file, not torch's
+    ValueError."""
     m = _TwoParts()
     saved = build_optimizer(m, "adam", 1e-3, lr_mult={"backbone": 0.9}).state_dict()
     now = build_optimizer(m, "adam", 1e-3, lr_mult={"backbone": 0.5})

@@ -29,9 +29,10 @@ def test_layout_alternates_splits_orders_points_and_shrinks_large_receipts(tmp_p
     _clone(src)
     subprocess.run([sys.executable, LAYOUT, "--src", src, "--out", out, "--max-side", "1600"], check=True,
                    capture_output=True)
-    train = [line.split("\t") for line in open(os.path.join(out, "train_gt.txt"), encoding="utf-8").read().split("\n")
-             if line]
-    val = [line.split("\t")[0] for line in open(os.path.join(out, "test_gt.txt"), encoding="utf-8") if line.strip()]
+    with open(os.path.join(out, "train_gt.txt"), encoding="utf-8") as f:
+        train = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    with open(os.path.join(out, "test_gt.txt"), encoding="utf-8") as f:
+        val = [line.split("\t")[0] for line in f if line.strip()]
     assert [name for name, _ in train] == ["000.jpg", "002.jpg"] and val == ["001.jpg", "003.jpg"]
     labels = json.loads(train[0][1])
     # clockwise on screen from the top-left corner; the empty transcript is "do not care"

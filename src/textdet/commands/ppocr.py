@@ -70,9 +70,9 @@ RELEASES = {
 # and at 5e-4 with an update every photo; PP-OCRv4's scored highest at 1e-3.
 RELEASE_FINE_TUNE_LR = {"PP-OCRv4 mobile det": 1e-3}
 FINE_TUNE_LR = 3e-4
-# The backbone's share of that rate (optimizer.lr_mult), per release; other weights: the full rate. Measured on
-# PP-OCRv4 (docs/DESIGN_NOTES.md, "Fourth round"): a tenth for the backbone took away the epoch that fell below
-# zero-shot after the first; v5 and v6 have not been run with it.
+# The backbone's share of that rate (optimizer.lr_mult), per release; other weights: the full rate.
+# Measured on PP-OCRv4 (docs/DESIGN_NOTES.md, "Fourth round"): a tenth for the backbone took away the
+# epoch that fell below zero-shot after the first; v5 and v6 have not been run with it.
 RELEASE_BACKBONE_LR_MULT = {"PP-OCRv4 mobile det": 0.1}
 _KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
 

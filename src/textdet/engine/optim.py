@@ -12,20 +12,23 @@ from textdet.errors import ConfigError
 
 
 def checked_lr_mult(model: nn.Module, lr_mult: dict[str, float] | None) -> dict[str, float]:
-    """``optimizer.lr_mult`` as {part: factor}: each key a top-level part of ``model``, each factor a number >= 0."""
+    """``optimizer.lr_mult`` as {part: factor}: each key a top-level part of ``model``, each factor >= 0."""
     lr_mult = dict(lr_mult or {})
     parts = dict(model.named_children())
     for part, factor in lr_mult.items():
         if part not in parts:
-            raise ConfigError(f"optimizer.lr_mult: {part!r} is not a part of the model; parts: {', '.join(parts)}")
+            known = ", ".join(parts)
+            raise ConfigError(f"optimizer.lr_mult: {part!r} is not a part of the model; parts: {known}")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 0:
             raise ConfigError(f"optimizer.lr_mult.{part}: expected a factor >= 0, got {factor!r}")
     return lr_mult
 
 
 def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool,
-                 no_weight_decay_params: list[str] = (), lr_mult: dict[str, float] | None = None) -> list[dict]:
-    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and ``no_weight_decay_params`` none.
+                 no_weight_decay_params: list[str] = (),
+                 lr_mult: dict[str, float] | None = None) -> list[dict]:
+    """Decayed and non-decayed groups: 1-D parameters (``filter_bias_and_bn``) and
+    ``no_weight_decay_params`` none.
 
     ``lr_mult`` ({part: factor}, ``optimizer.lr_mult``) splits them again by top-level part (backbone, neck,
     head); each group's ``lr_mult`` scales the scheduler's learning rate for it (the trainer applies it).
@@ -85,14 +88,15 @@ def build_optimizer(model: nn.Module, opt: str, lr: float, weight_decay: float =
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict, where: str) -> None:
-    """A resumed optimizer's state; its groups must match this config's, and the config's ``lr_mult`` factors win
-    (torch would otherwise bring back the saved ones silently)."""
+    """A resumed optimizer's state; its groups must match this config's, and the config's ``lr_mult``
+    factors win (torch would otherwise bring back the saved ones silently)."""
     saved = [len(g["params"]) for g in state["param_groups"]]
     made = [len(g["params"]) for g in optimizer.param_groups]
     if saved != made:
-        raise ConfigError(f"{where}: its optimizer holds parameter groups of {saved} tensors, this config makes "
-                          f"{made}: optimizer.lr_mult, filter_bias_and_bn or no_weight_decay_params, or "
-                          "train.freeze changed since it was saved; resume with the settings it was saved with")
+        raise ConfigError(f"{where}: its optimizer holds parameter groups of {saved} tensors, this config "
+                          f"makes {made}: optimizer.lr_mult, filter_bias_and_bn or no_weight_decay_params, "
+                          "or train.freeze changed since it was saved; resume with the settings it was "
+                          "saved with")
     factors = [g.get("lr_mult", 1.0) for g in optimizer.param_groups]
     optimizer.load_state_dict(state)
     for group, factor in zip(optimizer.param_groups, factors, strict=True):
