@@ -17,11 +17,13 @@ evenly spaced over the sorted names, alternately to train and to val; a receipt 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 import cv2
 import numpy as np
+
+from textdet.data.formats import Record, write_label_file
+from textdet.geometry import order_quads
 
 
 def read_boxes(path: str) -> list[tuple[str, np.ndarray]]:
@@ -35,14 +37,6 @@ def read_boxes(path: str) -> list[tuple[str, np.ndarray]]:
         text = fields[8].strip() if len(fields) > 8 else ""
         boxes.append((text or "###", points))
     return boxes
-
-
-def clockwise_from_top_left(points: np.ndarray) -> np.ndarray:
-    """The 4 points in clockwise order on screen (y down), starting at the one nearest the top-left corner."""
-    centre = points.mean(axis=0)
-    angles = np.arctan2(points[:, 1] - centre[1], points[:, 0] - centre[0])
-    ordered = points[np.argsort(angles)]
-    return np.roll(ordered, -int(np.argmin(ordered.sum(axis=1))), axis=0)
 
 
 def pick_names(src: str, num: int) -> list[str]:
@@ -60,8 +54,8 @@ def box_path(src: str, name: str) -> str:
     return os.path.join(src, "data", "box", os.path.splitext(name)[0] + ".csv")
 
 
-def label_line(src: str, name: str, out_dir: str, max_side: int) -> tuple[str, int]:
-    """Write the (shrunk) receipt into ``out_dir``; return its label line and its number of boxes."""
+def receipt_record(src: str, name: str, out_dir: str, max_side: int) -> Record:
+    """Write the (shrunk) receipt into ``out_dir``; return its name and labels, corners TL, TR, BR, BL."""
     image = cv2.imread(os.path.join(src, "data", "img", name), cv2.IMREAD_COLOR)
     if image is None:
         raise SystemExit(f"{src}/data/img/{name}: not a readable image")
@@ -72,11 +66,11 @@ def label_line(src: str, name: str, out_dir: str, max_side: int) -> tuple[str, i
         h, w = image.shape[:2]
     labels = []
     for text, points in read_boxes(box_path(src, name)):
-        points = np.rint(clockwise_from_top_left(points * scale))
+        points = np.rint(order_quads(points[None] * scale)[0])
         points = np.clip(points, 0, [w - 1, h - 1])
         labels.append({"transcription": text, "points": points.astype(int).tolist()})
     cv2.imwrite(os.path.join(out_dir, name), image, [cv2.IMWRITE_JPEG_QUALITY, 95])
-    return f"{name}\t{json.dumps(labels, ensure_ascii=False)}", len(labels)
+    return name, labels
 
 
 def main() -> None:
@@ -88,19 +82,17 @@ def main() -> None:
     parser.add_argument("--max-side", type=int, default=1600, help="longest side in pixels (default 1600)")
     args = parser.parse_args()
     splits = {"train": "train_gt.txt", "val": "test_gt.txt"}
-    lines: dict[str, list[str]] = {split: [] for split in splits}
-    boxes = dict.fromkeys(splits, 0)
+    records: dict[str, list[Record]] = {split: [] for split in splits}
     for split in splits:
         os.makedirs(os.path.join(args.out, split, "images"), exist_ok=True)
     for position, name in enumerate(pick_names(args.src, args.num)):
         split = "train" if position % 2 == 0 else "val"
-        line, count = label_line(args.src, name, os.path.join(args.out, split, "images"), args.max_side)
-        lines[split].append(line)
-        boxes[split] += count
+        out_dir = os.path.join(args.out, split, "images")
+        records[split].append(receipt_record(args.src, name, out_dir, args.max_side))
     for split, label_file in splits.items():
-        with open(os.path.join(args.out, label_file), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines[split]) + "\n")
-        print(f"{split}: {len(lines[split])} receipts, {boxes[split]} boxes -> {args.out}/{label_file}")
+        write_label_file(records[split], os.path.join(args.out, label_file))
+        boxes = sum(len(labels) for _, labels in records[split])
+        print(f"{split}: {len(records[split])} receipts, {boxes} boxes -> {args.out}/{label_file}")
 
 
 if __name__ == "__main__":

@@ -43,9 +43,10 @@ def param_groups(model: nn.Module, weight_decay: float, filter_bias_and_bn: bool
         groups.setdefault((not skip, factor), []).append(p)
     if not groups:  # torch.optim refuses an empty list; keep the decayed group as before
         groups[(True, 1.0)] = []
-    ordered = sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1] != 1.0, item[0][1]))
-    return [{"params": params, "weight_decay": weight_decay if decayed else 0.0, "lr_mult": factor}
-            for (decayed, factor), params in ordered]
+    # decayed groups first, and within each the full rate first: without lr_mult, the order groups always had
+    order = sorted(groups, key=lambda key: (not key[0], key[1] != 1.0, key[1]))
+    return [{"params": groups[(decayed, factor)], "weight_decay": weight_decay if decayed else 0.0,
+             "lr_mult": factor} for decayed, factor in order]
 
 
 def _sgd(groups, lr, momentum, nesterov, **_):
