@@ -279,5 +279,6 @@ def test_freeze_backbone_leaves_it_as_built(synth_root, tmp_path):
     backbone = [k for k in initial if k.startswith("backbone.")]
     assert backbone and all(torch.equal(initial[k], trained[k]) for k in backbone)
     assert not torch.equal(initial["neck.out.0.weight"], trained["neck.out.0.weight"])
-    with pytest.raises(ConfigError, match=r"train.freeze: 'trunk' is not a part of the model; parts: backbone, neck"):
+    no_trunk = r"train.freeze: 'trunk': the model has no part 'trunk'; its parts: backbone, neck"
+    with pytest.raises(ConfigError, match=no_trunk):
         _trainer({"train.freeze": "[trunk]"}, synth_root, str(tmp_path / "bad"))

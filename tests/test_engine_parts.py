@@ -14,6 +14,7 @@ from textdet.data.dataset import EpochSampler, collate
 from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.checkpoint import atomic_save, load_checkpoint
 from textdet.engine.ema import ModelEMA
+from textdet.engine.finetune import freeze_parts, keep_frozen_in_eval_mode
 from textdet.engine.optim import build_optimizer, build_optimizer_in_background, load_optimizer_state, param_groups
 from textdet.engine.retention import EpochCheckpoints
 from textdet.engine.schedule import LRSchedule
@@ -90,6 +91,23 @@ def test_lr_mult_names_the_parts_when_one_is_unknown_or_its_factor_is_negative()
         param_groups(_TwoParts(), 0.0, True, lr_mult={"backbon": 0.1})
     with pytest.raises(ConfigError, match="optimizer.lr_mult.head: expected a factor >= 0, got -1"):
         param_groups(_TwoParts(), 0.0, True, lr_mult={"head": -1})
+
+
+def test_freeze_takes_a_dotted_path_to_the_first_stages_only():
+    """train.freeze: [backbone.0] freezes the backbone's conv and keeps it in eval mode after model.train();
+    the backbone's BatchNorm and the head still learn; an unknown name lists the parts at its level."""
+    m = _TwoParts()
+    freeze_parts(m, ["backbone.0"])
+    assert not any(p.requires_grad for p in m.backbone[0].parameters())
+    assert all(p.requires_grad for p in m.backbone[1].parameters())
+    assert all(p.requires_grad for p in m.head.parameters())
+    m.train()
+    keep_frozen_in_eval_mode(m, freeze_bn=False, parts=["backbone.0"])
+    assert not m.backbone[0].training and m.backbone[1].training
+    with pytest.raises(ConfigError, match=r"'backbone.2': backbone has no part '2'; its parts: 0, 1$"):
+        freeze_parts(m, ["backbone.2"])
+    with pytest.raises(ConfigError, match=r"'head.0': head has no part '0'; its parts: none$"):
+        freeze_parts(m, ["head.0"])
 
 
 def test_resumed_optimizer_keeps_the_configs_lr_mult_and_refuses_other_groups():
