@@ -106,6 +106,7 @@ def overrides(args: argparse.Namespace, case: dict, data_root: str, run_dir: str
     opts = {"train.dataset.dataset_root": data_root, "eval.dataset.dataset_root": data_root,
             "model.backbone.pretrained": False, "model.resume": False, "train.ckpt_save_dir": run_dir,
             "model.backbone.width": args.width, "model.neck.out_channels": args.neck, "model.head.step": head_step,
+            "loss.ohem": "mindocr" if head_step == "mindocr" else "topk",  # MindOCR's behaviour, or textdet's
             "train.loader.num_workers": 0, "system.val_while_train": False,
             "scheduler.num_epochs": args.num_epochs,
             "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size": f"[{args.crop}, {args.crop}]", **case}

@@ -95,6 +95,29 @@ def test_text_free_image_keeps_min_negatives():
     assert none["loss"].item() == 0.0
 
 
+def test_ohem_mindocr_keeps_every_negative_tied_with_the_kth():
+    """loss.ohem: mindocr, as MindOCR 0.5's BalancedBCELoss: 2 positives (P 0.8) ask for 3 * 2 = 6 negatives,
+    raised to MindOCR's 10; negatives: 4 at P 0.9, 8 at P 0.5 (tied), 18 at P 0.1. The 10th largest loss is
+    ln 2, so all 12 negatives at or above it are summed, and the sum is still divided by 2 + 10. textdet's
+    default keeps exactly 6: the four 0.9s and the first two 0.5s."""
+    p = torch.full((1, 1, 4, 8), 0.1)
+    gt = torch.zeros(1, 1, 4, 8)
+    gt[0, 0, 0, :2] = 1.0
+    p[0, 0, 0, :2] = 0.8
+    p[0, 0, 0, 2:6] = 0.9
+    p[0, 0, 1, :8] = 0.5
+    mask = torch.ones(1, 4, 8)
+    positives = -2 * math.log(0.8)
+    mindocr = DBLoss(ohem="mindocr")({"binary": p}, gt, mask)["loss"].item()
+    expected = (positives - 4 * math.log(0.1) - 8 * math.log(0.5)) / (2 + 10 + 1e-6)
+    assert mindocr == pytest.approx(expected, rel=1e-6)
+    topk = DBLoss()({"binary": p}, gt, mask)["loss"].item()
+    exactly_six = (positives - 4 * math.log(0.1) - 2 * math.log(0.5)) / (2 + 6 + 1e-6)
+    assert topk == pytest.approx(exactly_six, rel=1e-6)
+    with pytest.raises(ValueError, match=r"ohem must be one of \['topk', 'mindocr'\], got 'sort'"):
+        DBLoss(ohem="sort")
+
+
 def test_topk_mask_keeps_exactly_k_with_ties():
     """Row 0: five equal values, k = 3 -> the first 3; row 1: k = 0 -> none, k = 2 -> 4 and 3 (5 is not valid);
     row 2: one entry above the tie, k = 3 -> it and the first two of the three 2s. k = all valid keeps every

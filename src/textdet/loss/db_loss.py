@@ -12,6 +12,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 _BCE_REPLACE = ("bceloss", "diceloss")
+# Which hard negatives OHEM keeps: "topk" exactly k, ties in pixel order (textdet); "mindocr" every negative
+# tied with the k-th too, at least 10 an image, still divided by k (MindOCR 0.5's BalancedBCELoss).
+_OHEM = ("topk", "mindocr")
+_MINDOCR_MIN_NEGATIVES = 10
 # OHEM: a float32 >= 0 orders like its int32 bit pattern, so bisecting over bit patterns finds the
 # k-th largest value exactly in 31 halvings of [0, 0x7F800001) (the upper end is just above +inf).
 _BITS_HI = 0x7F800001
@@ -40,18 +44,15 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
     return ((pred - gt).abs() * mask).sum() / (mask.sum() + eps)
 
 
-def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
-    """bool (N, M): exactly ``k[i]`` of the largest ``valid`` entries of each row, ties by index.
-
-    values: float (N, M) >= 0; valid: bool (N, M); k: int (N,), at most each row's valid count (DBLoss's
-    negative counts are). Two bisections, no sort and no host sync: over float32 bit patterns for the k-th
-    largest value, then over positions for how many of the entries tied at it come first. The ties are
-    taken in index order, as MindOCR's TopK takes them (the training parity in docs/BENCHMARKS.md moved when
-    they were shared out instead), and without a prefix sum: torch 2.11's Inductor failed to generate the
-    Triton scan of the cumsum that did this before (on an H200, docs/BENCHMARKS.md "GPU")."""
+def _float_bits(values: Tensor, valid: Tensor) -> Tensor:
+    """int32 bit patterns of ``values`` (>= 0), -1 where not ``valid``: they order as the floats do."""
     bits = values.detach().float().abs().contiguous().view(torch.int32)  # abs() turns -0.0 into +0.0
-    bits = torch.where(valid, bits, torch.full_like(bits, -1))  # never counted: every threshold is >= 0
-    k = k.to(torch.int32).unsqueeze(1)  # int32 counts: summing bools into int32 is ~2x faster than int64
+    return torch.where(valid, bits, torch.full_like(bits, -1))  # never counted: every threshold is >= 0
+
+
+def _kth_largest_bits(bits: Tensor, k: Tensor) -> Tensor:
+    """(N, 1) int32: the bit pattern of each row's ``k[i]``-th largest entry (``k``: (N, 1) int32 >= 1), by
+    bisection: no sort and no host sync."""
     lo = torch.zeros_like(k)  # invariant: count(bits >= lo) >= k
     hi = torch.full_like(lo, _BITS_HI)  # invariant: count(bits >= hi) < k (when k >= 1)
     for _ in range(_BISECT_STEPS):
@@ -59,6 +60,21 @@ def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
         enough = (bits >= mid).sum(dim=1, keepdim=True, dtype=torch.int32) >= k
         lo = torch.where(enough, mid, lo)
         hi = torch.where(enough, hi, mid)
+    return lo
+
+
+def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
+    """bool (N, M): exactly ``k[i]`` of the largest ``valid`` entries of each row, ties by index.
+
+    values: float (N, M) >= 0; valid: bool (N, M); k: int (N,), at most each row's valid count (DBLoss's
+    negative counts are). Two bisections, no sort and no host sync: over float32 bit patterns for the k-th
+    largest value, then over positions for how many of the entries tied at it come first. Index order is
+    a fixed choice (MindOCR 0.5 keeps every tied entry instead: ``at_least_kth_mask``), made without a
+    prefix sum: torch 2.11's Inductor failed to generate the Triton scan of the cumsum that did this before
+    (on an H200, docs/BENCHMARKS.md "GPU")."""
+    bits = _float_bits(values, valid)
+    k = k.to(torch.int32).unsqueeze(1)  # int32 counts: summing bools into int32 is ~2x faster than int64
+    lo = _kth_largest_bits(bits, k)
     above = bits > lo
     tie = bits == lo
     still_needed = k - above.sum(dim=1, keepdim=True, dtype=torch.int32)
@@ -75,16 +91,26 @@ def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
     return above | (tie & (position < cut_hi) & (still_needed > 0))
 
 
+def at_least_kth_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
+    """bool (N, M): every ``valid`` entry >= the ``k[i]``-th largest of its row, so all entries tied with
+    it (MindOCR 0.5's BalancedBCELoss: sort, keep what is >= the k-th value). Nothing where ``k[i]`` is 0."""
+    bits = _float_bits(values, valid)
+    k = k.to(torch.int32).unsqueeze(1)
+    return (bits >= _kth_largest_bits(bits, k)) & (k > 0)
+
+
 class DBLoss(nn.Module):
     """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)`` (``L_prob`` alone when only P is given):
     balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/DESIGN_NOTES.md. Unscaled terms are returned
     next to ``"loss"``."""
 
     def __init__(self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
-                 negative_ratio: float = 3, min_negatives: int = 10) -> None:
+                 negative_ratio: float = 3, min_negatives: int = 10, ohem: str = "topk") -> None:
         super().__init__()
         if bce_replace not in _BCE_REPLACE:
             raise ValueError(f"DBLoss: bce_replace must be one of {list(_BCE_REPLACE)}, got {bce_replace!r}")
+        if ohem not in _OHEM:
+            raise ValueError(f"DBLoss: ohem must be one of {list(_OHEM)}, got {ohem!r}")
         if negative_ratio < 0 or min_negatives < 0:
             raise ValueError(f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, "
                              f"{min_negatives}")
@@ -94,6 +120,7 @@ class DBLoss(nn.Module):
         self.negative_ratio = float(negative_ratio)
         self.min_negatives = int(min_negatives)
         self.bce_replace = bce_replace
+        self.ohem = ohem
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r}" for k in inspect.signature(DBLoss).parameters)
@@ -110,10 +137,16 @@ class DBLoss(nn.Module):
         valid = (neg > 0).view(n, -1)
         navail = valid.sum(dim=1)
         by_ratio = torch.floor(self.negative_ratio * npos).to(torch.int64)
-        floor = torch.full_like(navail, self.min_negatives)
-        nneg = torch.minimum(navail, torch.where(npos > 0, by_ratio, floor))
-        keep = topk_mask(loss.view(n, -1), valid, nneg)
-        neg_sum = ((loss * neg).view(n, -1) * keep).sum()
+        neg_loss = (loss * neg).view(n, -1)
+        if self.ohem == "mindocr":
+            # MindOCR sorts every pixel's negative loss (0 off the negatives) and keeps what is >= the k-th.
+            nneg = torch.clamp(torch.minimum(navail, by_ratio), min=_MINDOCR_MIN_NEGATIVES)
+            keep = at_least_kth_mask(neg_loss, torch.ones_like(valid), nneg)
+        else:
+            floor = torch.full_like(navail, self.min_negatives)
+            nneg = torch.minimum(navail, torch.where(npos > 0, by_ratio, floor))
+            keep = topk_mask(loss.view(n, -1), valid, nneg)
+        neg_sum = (neg_loss * keep).sum()
         return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
 
     def forward(self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor,
