@@ -7,7 +7,8 @@ randomness); then ``--steps`` optimizer steps on each side with the user's confi
 polynomial decay after a 3-epoch warm-up, fp32, batch 1. MindOCR's side is its own ``tools/train.py`` wiring:
 ``build_loss``, ``NetWithLossWrapper``, ``create_scheduler``, ``create_group_params``, ``create_optimizer``,
 ``get_loss_scales``, ``EMA`` and ``TrainOneStepWrapper``. textdet's side is its ``Trainer`` (``train_step`` /
-``optimizer_step``) built from the same YAML with ``model.head.step: mindocr`` (MindOCR's ``sigmoid(kP - T)``).
+``optimizer_step``) built from the same YAML with ``model.head.step: mindocr`` (MindOCR's ``sigmoid(kP - T)``)
+and ``loss.ohem: mindocr`` (MindOCR's OHEM, which keeps every negative tied with the k-th hardest).
 
 Cases: ``sgd`` (the config as is), ``accum2`` (``train.gradient_accumulation_steps: 2``, so 2x the micro-batches;
 textdet with ``train.accumulation_lr: mindocr``, the LR entry MindOCR 0.5 takes on MindSpore 2.x),
@@ -15,7 +16,8 @@ textdet with ``train.accumulation_lr: mindocr``, the LR entry MindOCR 0.5 takes 
 optimizer and schedule: Adam, warmup_cosine_decay lr 0.001 -> 1e-5). Per step: the loss and its three terms
 (computed on both sides before the step), the LR each side used, max |weight difference| after the step
 (parameters and BatchNorm statistics). ``--json``: one object, per case ``max_loss_rel``, ``max_lr_abs``,
-``max_weight_abs``, plus the same for textdet's default head (``head_paper_*``: the size of the DBHead difference).
+``max_weight_abs``, plus the same for textdet's defaults (``head_paper_*``: the paper's head step and exact-count
+OHEM; the size of those differences).
 
 The network: the user's DBNet-ResNet-50 layout (Bottleneck blocks 3-4-6-3, DBFPN, DBHead k 50, no bias) at
 ``--width`` stem channels (64 real, 8 here) and ``--neck`` FPN channels (256 real, 32 here) so that 4 cases x
@@ -106,7 +108,7 @@ def overrides(args: argparse.Namespace, case: dict, data_root: str, run_dir: str
     opts = {"train.dataset.dataset_root": data_root, "eval.dataset.dataset_root": data_root,
             "model.backbone.pretrained": False, "model.resume": False, "train.ckpt_save_dir": run_dir,
             "model.backbone.width": args.width, "model.neck.out_channels": args.neck, "model.head.step": head_step,
-            "loss.ohem": "mindocr" if head_step == "mindocr" else "topk",  # MindOCR's behaviour, or textdet's
+            "loss.ohem": "mindocr" if head_step == "mindocr" else "topk",  # with the head: MindOCR or textdet
             "train.loader.num_workers": 0, "system.val_while_train": False,
             "scheduler.num_epochs": args.num_epochs,
             "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size": f"[{args.crop}, {args.crop}]", **case}
