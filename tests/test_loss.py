@@ -111,6 +111,9 @@ def test_ohem_mindocr_keeps_every_negative_tied_with_the_kth():
     mindocr = DBLoss(ohem="mindocr")({"binary": p}, gt, mask)["loss"].item()
     expected = (positives - 4 * math.log(0.1) - 8 * math.log(0.5)) / (2 + 10 + 1e-6)
     assert mindocr == pytest.approx(expected, rel=1e-6)
+    # MindOCR computes the BCE from P: logits given next to it (zeros here, P = 0.5) change nothing.
+    with_logits = {"binary": p, "binary_logits": torch.zeros_like(p)}
+    assert DBLoss(ohem="mindocr")(with_logits, gt, mask)["loss"].item() == mindocr
     topk = DBLoss()({"binary": p}, gt, mask)["loss"].item()
     exactly_six = (positives - 4 * math.log(0.1) - 2 * math.log(0.5)) / (2 + 6 + 1e-6)
     assert topk == pytest.approx(exactly_six, rel=1e-6)

@@ -13,7 +13,8 @@ from torch import Tensor, nn
 
 _BCE_REPLACE = ("bceloss", "diceloss")
 # Which hard negatives OHEM keeps: "topk" exactly k, ties in pixel order (textdet); "mindocr" every negative
-# tied with the k-th too, at least 10 an image, still divided by k (MindOCR 0.5's BalancedBCELoss).
+# tied with the k-th too, at least 10 an image, still divided by k, BCE computed from P and not from its
+# logits (MindOCR 0.5's BalancedBCELoss).
 _OHEM = ("topk", "mindocr")
 _MINDOCR_MIN_NEGATIVES = 10
 # OHEM: a float32 >= 0 orders like its int32 bit pattern, so bisecting over bit patterns finds the
@@ -171,6 +172,8 @@ class DBLoss(nn.Module):
                 loss_prob = dice_loss(prob, gt, m, self.eps)
             else:
                 logits = preds.get("binary_logits")
+                if self.ohem == "mindocr":
+                    logits = None  # MindOCR's BCE on P: its tied values are those MindOCR sees
                 logits = None if logits is None else _as_nhw(logits, "preds['binary_logits']", shape)
                 loss_prob = self.balanced_bce(prob, gt, m, logits)
             zero = loss_prob.new_zeros(())
