@@ -171,9 +171,8 @@ class DBLoss(nn.Module):
             if self.bce_replace == "diceloss":
                 loss_prob = dice_loss(prob, gt, m, self.eps)
             else:
-                logits = preds.get("binary_logits")
-                if self.ohem == "mindocr":
-                    logits = None  # MindOCR's BCE on P: its tied values are those MindOCR sees
+                # MindOCR's rule takes the BCE from P, whose tied values are the ones MindOCR sees.
+                logits = None if self.ohem == "mindocr" else preds.get("binary_logits")
                 logits = None if logits is None else _as_nhw(logits, "preds['binary_logits']", shape)
                 loss_prob = self.balanced_bce(prob, gt, m, logits)
             zero = loss_prob.new_zeros(())
