@@ -205,6 +205,19 @@ def test_dry_run_with_compile_and_a_bad_optimizer_setting(synth_root, tmp_path, 
     assert "optimizer (adam): Invalid beta parameter" in err and "Traceback" not in err
 
 
+def test_threshold_branch_without_its_targets_is_a_config_error(synth_root, tmp_path, capsys):
+    """A head whose threshold branch trains needs the thresh_map / thresh_mask columns: the dry run names both
+    keys and the two ways out, instead of the loss failing in the first step; without the branch it runs."""
+    opts = [a for o in tiny_overrides(synth_root, str(tmp_path / "run")) for a in ("-o", o)]
+    p_only = ["-o", "train.dataset.output_columns=[image, binary_map, mask]",
+              "-o", "train.dataset.label_column_index=[1, 2]"]
+    assert main(["train", "--dry-run", *opts, *p_only]) == 2
+    err = capsys.readouterr().err
+    assert "model.head.adaptive is true" in err and "has no ['thresh_map', 'thresh_mask']" in err
+    assert "set model.head.adaptive: false" in err and "Traceback" not in err
+    assert main(["train", "--dry-run", *opts, *p_only, "-o", "model.head.adaptive=false"]) == 0
+
+
 def test_user_config_dry_run_prints_mindocr_banner(synth_root, tmp_path, capsys, monkeypatch):
     """The user's MindOCR file as is (data path and offline weights overridden): MindOCR's parameter count."""
     monkeypatch.chdir(tmp_path)

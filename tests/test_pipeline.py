@@ -19,6 +19,7 @@ from textdet.data.geometric import (  # noqa: E402
     RandomHorizontalFlip,
     RandomRotate,
     RandomScale,
+    RandomTextCrop,
 )
 from textdet.data.pipeline import (  # noqa: E402
     TRANSFORMS,
@@ -139,11 +140,12 @@ def test_bare_names_and_null_params():
         (["flip", "rotate_expand", "scale"], ["RandomHorizontalFlip", "RandomRotate", "RandomScale"]),
         (["flip"], ["RandomHorizontalFlip"]),
         (["scale", "crop", "flip", "scale"], ["FusedGeometry", "FusedGeometry"]),  # a crop ends a run
+        (["flip", "text_crop", "flip"], ["FusedGeometry", "RandomHorizontalFlip"]),
     ],
 )
 def test_fusion_rules(names, expected):
     make = {
-        "flip": RandomHorizontalFlip, "scale": RandomScale, "crop": RandomCropWithBBox,
+        "flip": RandomHorizontalFlip, "scale": RandomScale, "crop": RandomCropWithBBox, "text_crop": RandomTextCrop,
         "rotate": lambda: RandomRotate(expand_canvas=False), "rotate_expand": lambda: RandomRotate(expand_canvas=True),
         "color": RandomColorAdjust, "contrast": lambda: RandomColorAdjust(contrast=0.3),
     }
@@ -151,9 +153,13 @@ def test_fusion_rules(names, expected):
 
 
 # ----------------------------------------------------------------------------- fused == sequential
-def test_fused_matches_sequential_sample_for_sample():
+TEXT_CROP = GEOMETRY[:4] + [{"RandomTextCrop": {"crop_size": [96, 96]}}, "ValidatePolygons"]
+
+
+@pytest.mark.parametrize("geometry", [GEOMETRY, TEXT_CROP], ids=["RandomCropWithBBox", "RandomTextCrop"])
+def test_fused_matches_sequential_sample_for_sample(geometry):
     """Same seed -> identical crop, polygons, tags and actual_size; pixels agree up to interpolation."""
-    seq, fused = build_transforms(GEOMETRY, fuse=False), build_transforms(GEOMETRY, fuse=True)
+    seq, fused = build_transforms(geometry, fuse=False), build_transforms(geometry, fuse=True)
     assert isinstance(fused.transforms[0], FusedGeometry)
     for seed in range(40):
         a, b = seq(make_sample(), np.random.default_rng(seed)), fused(make_sample(), np.random.default_rng(seed))

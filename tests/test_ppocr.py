@@ -92,7 +92,9 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
         got = model(torch.from_numpy(x))["binary"].numpy()
     np.testing.assert_allclose(got, ref, atol=1e-5)
     # the missing threshold branch: the probability branch's layers, the last one giving T = 0.3 everywhere
+    # (the YAML trains without it; `-o model.head.adaptive=true` starts from this)
     torch.testing.assert_close(model.head.thresh[0].weight, model.head.segm[0].weight)
+    model.head.adaptive = True
     freeze_batchnorm(model.train())
     with torch.no_grad():
         out = model(torch.from_numpy(x))
@@ -107,9 +109,10 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
 
 
 def test_fine_tuning_defaults_follow_the_release() -> None:
-    """The written YAML: the whole network learns on its imported BatchNorm statistics; the learning rate is the
-    release's (PP-OCRv5's weights collapse at v4's 1e-3), PP-OCRv4's backbone at a tenth of it, the epochs the
-    network's (what fits 30 minutes on 2 CPU cores: PPLCNetV4 steps are slower)."""
+    """The written YAML: the whole network learns on its imported BatchNorm statistics, without the threshold
+    branch; the learning rate is the release's (PP-OCRv5's weights collapse at v4's 1e-3), PP-OCRv4's backbone
+    at a tenth of it, the epochs the network's (what fits 30 minutes on 2 CPU cores: PPLCNetV4 steps are
+    slower)."""
     v4_v5_network, v6_network = ARCHITECTURES
     written = {
         "v4": ppocr_config("m.ckpt", "v4", v4_v5_network, "PP-OCRv4 mobile det"),
@@ -126,6 +129,11 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
     for cfg in written.values():
         assert cfg["train"]["freeze_bn"] is True
         assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
+        assert cfg["scheduler"]["warmup_epochs"] == 0.5
+        assert cfg["model"]["head"]["adaptive"] is False  # P alone: no threshold map to make or learn
+        train = cfg["train"]["dataset"]
+        assert train["output_columns"] == ["image", "binary_map", "mask"] and train["label_column_index"] == [1, 2]
+        assert "BorderMap" not in [next(iter(step)) for step in train["transform_pipeline"]]
 
 
 @pytest.mark.slow
@@ -152,7 +160,7 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     assert (cfg.eval.dataset.data_dir, cfg.eval.dataset.label_file) == ("val/images", "test_gt.txt")
     # whole photos, resized for training exactly as for evaluation (no rescaled crops), one photo a step
     train_ops = [next(iter(step)) for step in cfg.train.dataset.transform_pipeline]
-    assert "RandomCropWithBBox" not in train_ops and "RandomScale" not in train_ops
+    assert not {"RandomCropWithBBox", "RandomTextCrop", "RandomScale"} & set(train_ops)
     train_resize = cfg.train.dataset.transform_pipeline[train_ops.index("DetResize")]["DetResize"]
     assert train_resize == cfg.eval.dataset.transform_pipeline[2]["DetResize"]
     assert cfg.train.loader.batch_size == 1

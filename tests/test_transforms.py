@@ -25,6 +25,7 @@ from textdet.data.geometric import (
     RandomHorizontalFlip,
     RandomRotate,
     RandomScale,
+    RandomTextCrop,
     ValidatePolygons,
     clip_polygon_to_box,
     occupied,
@@ -190,6 +191,52 @@ def test_crop_never_cuts_a_non_ignored_box():
         cropped += (h, w) != (48, 64)
         assert not any(_cut(p, h, w) for p, ig in zip(out["polys"], out["ignore_tags"], strict=True) if not ig)
     assert cropped > 50  # crops actually happen
+
+
+def test_text_crop_keeps_the_scale_and_holds_a_word():
+    """A 64x64 window of a 120x160 image: pixels copied at scale 1 (a shift), and one of the two words whole."""
+    crop = RandomTextCrop(crop_size=(64, 64))
+    seen = set()
+    for seed in range(40):
+        sample = rendered_sample(TWO_BOXES, (120, 160))
+        original = sample["image"].copy()
+        out = crop(sample, np.random.default_rng(seed))
+        assert out["image"].shape == (64, 64, 3) and out["actual_size"] == (64, 64)
+        shift = out["polys"][0][0] - TWO_BOXES[0][0]  # (-x0, -y0)
+        x0, y0 = int(round(-shift[0])), int(round(-shift[1]))
+        np.testing.assert_allclose(shift, [-x0, -y0], atol=1e-5)
+        np.testing.assert_array_equal(out["image"], original[y0 : y0 + 64, x0 : x0 + 64])
+        whole = [k for k, p in enumerate(out["polys"]) if (p >= 0).all() and (p <= 63).all()]
+        assert whole  # the word it aimed at is inside, uncut
+        seen.update(whole)
+    assert seen == {0, 1}  # both words get picked
+
+
+def test_text_crop_starts_where_no_word_is_cut():
+    """Rows 0..119, a 30-row window. Aimed at the word over rows 40-60, it starts at 31..40, but 31..34 cut the
+    word over rows 25-34: 35..40. Aimed at that one, it starts at 5..25, but from 11 on its end cuts the first:
+    5..10 (starting on a word's first row, or ending on its last, cuts nothing)."""
+    word = np.array([[10, 40], [50, 40], [50, 60], [10, 60]], np.float32)
+    above = np.array([[100, 25], [140, 25], [140, 34], [100, 34]], np.float32)
+    crop = RandomTextCrop(crop_size=(30, 160))
+    starts = set()
+    for seed in range(60):
+        sample = {"image": np.zeros((120, 160, 3), np.uint8), "polys": [word, above], "texts": ["a", "b"],
+                  "ignore_tags": np.zeros(2, bool)}
+        out = crop(sample, np.random.default_rng(seed))
+        starts.add(int(round(word[0, 1] - out["polys"][0][0, 1])))
+    assert starts == set(range(5, 11)) | set(range(35, 41))
+
+
+def test_text_crop_pads_a_smaller_image_and_aims_anywhere_without_text():
+    sample = {"image": np.full((20, 30, 3), 7, np.uint8), "polys": [], "texts": [], "ignore_tags": np.zeros(0, bool)}
+    out = RandomTextCrop(crop_size=(32, 32))(sample, np.random.default_rng(0))
+    assert out["image"].shape == (32, 32, 3) and out["actual_size"] == (20, 30)
+    assert (out["image"][:20, :30] == 7).all() and not out["image"][20:].any() and not out["image"][:, 30:].any()
+    # a 10x10 window of a 12x40 image without words: every start, 0..2 down and 0..30 across
+    crop = RandomTextCrop(crop_size=(10, 10))
+    starts = [crop.choose_box((12, 40), [], None, np.random.default_rng(seed))[::2] for seed in range(400)]
+    assert {y for y, _ in starts} == set(range(3)) and {x for _, x in starts} == set(range(31))
 
 
 def test_occupancy_is_the_union_of_rounded_intervals():

@@ -22,7 +22,7 @@ from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_pr
 from textdet.config import load_config
 from textdet.data.dataset import keep_freed_memory
 from textdet.data.device_targets import split_device_targets
-from textdet.data.geometric import RandomCropWithBBox
+from textdet.data.pipeline import CROPS
 from textdet.device import pick_device as _device
 from textdet.device import synchronize
 from textdet.engine import build
@@ -205,10 +205,10 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 
 
 def train_crop(cfg) -> tuple[int, int]:
-    """(h, w) of the train pipeline's RandomCropWithBBox crop, else 640x640."""
+    """(h, w) of the train pipeline's crop (RandomCropWithBBox, RandomTextCrop), else 640x640."""
     if cfg.train.dataset.transform_pipeline:
         for t in build.build_pipeline(cfg, "train", fuse=False).transforms:
-            if isinstance(t, RandomCropWithBBox):
+            if isinstance(t, CROPS):
                 return int(t.crop_size[0]), int(t.crop_size[1])
     return 640, 640
 

@@ -197,11 +197,78 @@ class RandomCropWithBBox:
         return AffineStep(matrix, (oh, ow), pad_to=self.crop_size, src_box=(y0, y1, x0, x1))
 
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        def warp(image: np.ndarray, step: AffineStep) -> np.ndarray:
-            (y0, y1, x0, x1), sample["actual_size"] = step.src_box, step.size
-            return pad_bottom_right(cv2.resize(image[y0:y1, x0:x1], step.size[::-1]), step.pad_to)
+        return _crop_and_pad(self, sample, rng)
 
-        return _apply(self, sample, rng, warp)
+    __repr__ = component_repr
+
+
+def _crop_and_pad(t: Any, sample: Sample, rng: np.random.Generator) -> Sample:
+    """Apply a crop transform ``t`` sequentially: its region, resized to the step's size, padded to ``pad_to``."""
+    def warp(image: np.ndarray, step: AffineStep) -> np.ndarray:
+        (y0, y1, x0, x1), sample["actual_size"] = step.src_box, step.size
+        region = image[y0:y1, x0:x1]
+        if region.shape[:2] != step.size:
+            region = cv2.resize(region, step.size[::-1])
+        return pad_bottom_right(region, step.pad_to)
+
+    return _apply(t, sample, rng, warp)
+
+
+def _window_start(lo: float, hi: float, length: int, window: int, free: np.ndarray,
+                  rng: np.random.Generator) -> int:
+    """Start of a ``window``-long span of 0..length-1 that holds [lo, hi] where it can (else its centre),
+    preferring spans whose edges cut no text: a free index (``free``) at or just outside each edge."""
+    last_start = max(0, length - window)
+    first, last = math.ceil(hi) - window + 1, math.floor(lo)
+    if first > last:  # the text is longer than the window: keep its centre in view
+        centre = (lo + hi) / 2
+        first, last = math.ceil(centre) - window + 1, math.floor(centre)
+    first, last = min(max(first, 0), last_start), min(max(last, 0), last_start)
+    starts = np.arange(first, last + 1)
+    ends = np.minimum(starts + window, length) - 1
+    outside = np.concatenate([[True], free, [True]])  # outside[i + 1] == free[i]; the image's edges are free
+    clean_start = outside[starts + 1] | outside[starts]
+    clean_end = outside[ends + 1] | outside[ends + 2]
+    clean = starts[clean_start & clean_end]
+    pool = clean if len(clean) else starts
+    return int(pool[rng.integers(0, len(pool))])
+
+
+class RandomTextCrop:
+    """A ``crop_size`` window at the image's own scale around a random text instance, zero-padded where the
+    image is smaller (MMOCR's ``TextDetRandomCrop``, PaddleOCR's ``RandomCropImgMask``). Unlike
+    RandomCropWithBBox nothing is rescaled, so words keep the size evaluation sees: put it after DetResize."""
+
+    def __init__(self, crop_size: tuple[int, int] = (640, 640)) -> None:
+        self.crop_size = check_pair(crop_size, "crop_size", positive=True, integer=True)
+
+    def choose_box(self, size: tuple[int, int], polys: list, ignore_tags: Any,
+                   rng: np.random.Generator) -> tuple[int, int, int, int]:
+        """Draw the window (y0, y1, x0, x1), end-exclusive and inside the image, of an image of ``size`` (h, w)."""
+        h, w = size
+        ch, cw = self.crop_size
+        ignore = np.zeros(len(polys), bool) if ignore_tags is None else np.asarray(ignore_tags, bool)
+        keep = [p for p, ig in zip(polys, ignore, strict=True) if not ig and len(p)]
+        if keep:
+            lo, hi = poly_bounds(keep)
+            k = int(rng.integers(0, len(keep)))  # the word to hold
+            free_rows = ~occupied(lo[:, 1], hi[:, 1], h)
+            free_cols = ~occupied(lo[:, 0], hi[:, 0], w)
+            y0 = _window_start(lo[k, 1], hi[k, 1], h, ch, free_rows, rng)
+            x0 = _window_start(lo[k, 0], hi[k, 0], w, cw, free_cols, rng)
+        else:  # no text to aim at: any window
+            y0 = int(rng.integers(0, max(0, h - ch) + 1))
+            x0 = int(rng.integers(0, max(0, w - cw) + 1))
+        return y0, min(h, y0 + ch), x0, min(w, x0 + cw)
+
+    def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep:
+        """Draw the window and return its affine map (a shift) and the padding to ``crop_size``."""
+        y0, y1, x0, x1 = self.choose_box(size, polys, ignore_tags, rng)
+        matrix = _scale_matrix(1.0, 1.0, x0, y0)
+        return AffineStep(matrix, (y1 - y0, x1 - x0), pad_to=self.crop_size, src_box=(y0, y1, x0, x1))
+
+    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
+        return _crop_and_pad(self, sample, rng)
 
     __repr__ = component_repr
 
@@ -294,4 +361,4 @@ class ValidatePolygons:
 
 TRANSFORMS: dict[str, type] = {"RandomHorizontalFlip": RandomHorizontalFlip, "RandomRotate": RandomRotate,
                                "RandomScale": RandomScale, "RandomCropWithBBox": RandomCropWithBBox,
-                               "ValidatePolygons": ValidatePolygons}
+                               "RandomTextCrop": RandomTextCrop, "ValidatePolygons": ValidatePolygons}

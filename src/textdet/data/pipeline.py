@@ -26,11 +26,15 @@ TRANSFORMS: dict[str, type] = {**decode.TRANSFORMS, **colour.TRANSFORMS, **geome
 
 
 # ----------------------------------------------------------------------------- fused geometry
+# The crops: their zero padding ends a fused warp.
+CROPS = (geometric.RandomCropWithBBox, geometric.RandomTextCrop)
+
+
 def is_fusable(transform: object) -> bool:
     """Whether ``transform`` is a pure affine step that FusedGeometry can chain."""
     if isinstance(transform, geometric.RandomRotate):
         return not transform.expand_canvas
-    return isinstance(transform, (geometric.RandomHorizontalFlip, geometric.RandomScale, geometric.RandomCropWithBBox))
+    return isinstance(transform, (geometric.RandomHorizontalFlip, geometric.RandomScale) + CROPS)
 
 
 class FusedGeometry:
@@ -40,8 +44,8 @@ class FusedGeometry:
     def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
         if not steps or not all(is_fusable(t) for t in steps):
             raise ValueError(f"steps must be flip/rotate(expand_canvas=False)/scale/crop transforms, got {steps!r}")
-        if any(isinstance(t, geometric.RandomCropWithBBox) for t in steps[:-1]):
-            raise ValueError("RandomCropWithBBox can only be the last fused step (its padding ends the warp)")
+        if any(isinstance(t, CROPS) for t in steps[:-1]):
+            raise ValueError("a crop can only be the last fused step (its padding ends the warp)")
         if color is not None and not color.is_pixelwise:
             raise ValueError("color must be a pixel-wise RandomColorAdjust (contrast off) to be moved after the warp")
         self.steps = list(steps)
@@ -107,7 +111,7 @@ def fuse_geometry(transforms: list[Transform]) -> list[Transform]:
         j = i
         while j < len(transforms) and is_fusable(transforms[j]):
             j += 1
-            if isinstance(transforms[j - 1], geometric.RandomCropWithBBox):
+            if isinstance(transforms[j - 1], CROPS):
                 break
         if j - i < 2:
             out.append(transforms[i])
