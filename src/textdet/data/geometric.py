@@ -203,7 +203,8 @@ class RandomCropWithBBox:
 
 
 def _crop_and_pad(t: Any, sample: Sample, rng: np.random.Generator) -> Sample:
-    """Apply a crop transform ``t`` sequentially: its region, resized to the step's size, padded to ``pad_to``."""
+    """Apply a crop transform ``t`` sequentially: its region, resized to the step's size,
+    zero-padded to ``pad_to``."""
     def warp(image: np.ndarray, step: AffineStep) -> np.ndarray:
         (y0, y1, x0, x1), sample["actual_size"] = step.src_box, step.size
         region = image[y0:y1, x0:x1]
@@ -244,7 +245,8 @@ class RandomTextCrop:
 
     def choose_box(self, size: tuple[int, int], polys: list, ignore_tags: Any,
                    rng: np.random.Generator) -> tuple[int, int, int, int]:
-        """Draw the window (y0, y1, x0, x1), end-exclusive and inside the image, of an image of ``size`` (h, w)."""
+        """Draw the window (y0, y1, x0, x1), end-exclusive and inside the image,
+        of an image of ``size`` (h, w)."""
         h, w = size
         ch, cw = self.crop_size
         ignore = np.zeros(len(polys), bool) if ignore_tags is None else np.asarray(ignore_tags, bool)
@@ -261,7 +263,8 @@ class RandomTextCrop:
             x0 = int(rng.integers(0, max(0, w - cw) + 1))
         return y0, min(h, y0 + ch), x0, min(w, x0 + cw)
 
-    def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any, rng: np.random.Generator) -> AffineStep:
+    def plan(self, size: tuple[int, int], polys: list, ignore_tags: Any,
+             rng: np.random.Generator) -> AffineStep:
         """Draw the window and return its affine map (a shift) and the padding to ``crop_size``."""
         y0, y1, x0, x1 = self.choose_box(size, polys, ignore_tags, rng)
         matrix = _scale_matrix(1.0, 1.0, x0, y0)

@@ -109,7 +109,7 @@ def _check_train_columns(cfg: Config) -> None:
                           f"{list(LOSS_COLUMNS)}")
     lacking = [c for c in ("thresh_map", "thresh_mask") if c not in columns]
     if cfg.model.head.get("adaptive", True) and lacking:
-        raise ConfigError(f"model.head.adaptive is true (the threshold branch trains) but train.dataset.output_columns "
-                          f"{columns} has no {lacking}: add a BorderMap step to train.dataset.transform_pipeline and "
-                          "thresh_map, thresh_mask to output_columns (and label_column_index), or set "
-                          "model.head.adaptive: false")
+        raise ConfigError(f"model.head.adaptive is true (the threshold branch trains) but "
+                          f"train.dataset.output_columns {columns} has no {lacking}: add a BorderMap step to "
+                          "train.dataset.transform_pipeline and thresh_map, thresh_mask to output_columns "
+                          "(and label_column_index), or set model.head.adaptive: false")
