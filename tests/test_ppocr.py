@@ -123,7 +123,7 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
     assert {name: cfg["scheduler"]["lr"] for name, cfg in written.items()} == {
         "v4": 1e-3, "v5": 3e-4, "v6": 3e-4, "other": 3e-4}
     assert {name: cfg["scheduler"]["num_epochs"] for name, cfg in written.items()} == {
-        "v4": 10, "v5": 7, "v6": 6, "other": 7}
+        "v4": 10, "v5": 9, "v6": 6, "other": 7}
     assert {name: cfg["optimizer"].get("lr_mult") for name, cfg in written.items()} == {
         "v4": {"backbone": 0.1}, "v5": None, "v6": None, "other": None}
     for cfg in written.values():
