@@ -110,9 +110,9 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
 
 def test_fine_tuning_defaults_follow_the_release() -> None:
     """The written YAML: the whole network learns on its imported BatchNorm statistics, without the threshold
-    branch; the learning rate is the release's (PP-OCRv5's weights collapse at v4's 1e-3), PP-OCRv4's backbone
-    at a tenth of it, the epochs the network's (what fits 30 minutes on 2 CPU cores: PPLCNetV4 steps are
-    slower)."""
+    branch, with the gap penalty; the learning rate is the release's (PP-OCRv5's weights collapse at v4's
+    1e-3), PP-OCRv4's backbone at a tenth of it, the epochs the network's (what fits 30 minutes on 2 CPU
+    cores: PPLCNetV4 steps are slower)."""
     v4_v5_network, v6_network = ARCHITECTURES
     written = {
         "v4": ppocr_config("m.ckpt", "v4", v4_v5_network, "PP-OCRv4 mobile det"),
@@ -131,9 +131,13 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
         assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
         assert cfg["scheduler"]["warmup_epochs"] == 0.5
         assert cfg["model"]["head"]["adaptive"] is False  # P alone: no threshold map to make or learn
+        # BorderMap's thresh_mask feeds the gap penalty (P pushed to 0 around each word): no threshold branch
         train = cfg["train"]["dataset"]
-        assert train["output_columns"] == ["image", "binary_map", "mask"] and train["label_column_index"] == [1, 2]
-        assert "BorderMap" not in [next(iter(step)) for step in train["transform_pipeline"]]
+        assert train["output_columns"] == ["image", "binary_map", "mask", "thresh_map", "thresh_mask"]
+        assert train["label_column_index"] == [1, 2, 3, 4]
+        assert "BorderMap" in [next(iter(step)) for step in train["transform_pipeline"]]
+        assert "BorderMap" not in [next(iter(step)) for step in cfg["eval"]["dataset"]["transform_pipeline"]]
+        assert cfg["loss"]["gap_weight"] == 0.1 and cfg["loss"]["bce_replace"] == "diceloss"
 
 
 @pytest.mark.slow

@@ -113,3 +113,10 @@ def _check_train_columns(cfg: Config) -> None:
                           f"train.dataset.output_columns {columns} has no {lacking}: add a BorderMap step to "
                           "train.dataset.transform_pipeline and thresh_map, thresh_mask to output_columns "
                           "(and label_column_index), or set model.head.adaptive: false")
+    gap_weight = cfg.loss.get("gap_weight", 0)
+    if isinstance(gap_weight, (int, float)) and gap_weight > 0 and "thresh_mask" not in labels:
+        raise ConfigError(f"loss.gap_weight is {gap_weight} (P is pushed to 0 around each word) but "
+                          f"train.dataset.label_column_index selects {labels}, no thresh_mask: add a "
+                          "BorderMap step to train.dataset.transform_pipeline, thresh_map and thresh_mask "
+                          "to output_columns and their indices to label_column_index, or set "
+                          "loss.gap_weight: 0")

@@ -45,6 +45,15 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
     return ((pred - gt).abs() * mask).sum() / (mask.sum() + eps)
 
 
+def gap_penalty(logits: Tensor, ring: Tensor, eps: float = 1e-6) -> Tensor:
+    """BCE towards 0 (``softplus(z)``) averaged over the ``ring`` pixels, taken from P's logits ``z``.
+
+    Why logits: an imported line detector is saturated where it is wrong (P > 0.99 in the gaps between
+    words), where Dice on P = sigmoid(z) has almost no gradient; softplus(z) keeps a slope of about 1 there.
+    """
+    return (F.softplus(logits) * ring).sum() / (ring.sum() + eps)
+
+
 def _float_bits(values: Tensor, valid: Tensor) -> Tensor:
     """int32 bit patterns of ``values`` (>= 0), -1 where not ``valid``: they order as the floats do."""
     bits = values.detach().float().abs().contiguous().view(torch.int32)  # abs() turns -0.0 into +0.0
@@ -103,10 +112,15 @@ def at_least_kth_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
 class DBLoss(nn.Module):
     """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)`` (``L_prob`` alone when only P is given):
     balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/DESIGN_NOTES.md. Unscaled terms are returned
-    next to ``"loss"``."""
+    next to ``"loss"``.
+
+    ``gap_weight`` > 0 adds ``gap_weight * gap_penalty`` to ``L_prob``: P pushed to 0 on the border band
+    around each word (``thresh_mask``) outside its kernel, the gaps a line detector must learn to leave open
+    when it is fine-tuned on word labels (docs/DESIGN_NOTES.md, "Eighth round")."""
 
     def __init__(self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
-                 negative_ratio: float = 3, min_negatives: int = 10, ohem: str = "topk") -> None:
+                 negative_ratio: float = 3, min_negatives: int = 10, ohem: str = "topk",
+                 gap_weight: float = 0.0) -> None:
         super().__init__()
         if bce_replace not in _BCE_REPLACE:
             raise ValueError(f"DBLoss: bce_replace must be one of {list(_BCE_REPLACE)}, got {bce_replace!r}")
@@ -115,6 +129,8 @@ class DBLoss(nn.Module):
         if negative_ratio < 0 or min_negatives < 0:
             raise ValueError(f"DBLoss: negative_ratio and min_negatives must be >= 0, got {negative_ratio}, "
                              f"{min_negatives}")
+        if gap_weight < 0:
+            raise ValueError(f"DBLoss: gap_weight must be >= 0, got {gap_weight}")
         self.eps = float(eps)
         self.l1_scale = float(l1_scale)
         self.bce_scale = float(bce_scale)
@@ -122,6 +138,7 @@ class DBLoss(nn.Module):
         self.min_negatives = int(min_negatives)
         self.bce_replace = bce_replace
         self.ohem = ohem
+        self.gap_weight = float(gap_weight)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r}" for k in inspect.signature(DBLoss).parameters)
@@ -150,12 +167,26 @@ class DBLoss(nn.Module):
         neg_sum = (neg_loss * keep).sum()
         return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
 
+    def _gap(self, preds: Mapping[str, Tensor], gt: Tensor, mask: Tensor, thresh_mask: Tensor | None,
+             shape: torch.Size) -> Tensor:
+        """``gap_penalty`` on the border band outside the kernels and the ignored regions."""
+        if thresh_mask is None:
+            raise ValueError("DBLoss: gap_weight > 0 needs thresh_mask: add a BorderMap step to "
+                             "train.dataset.transform_pipeline and thresh_map, thresh_mask to output_columns")
+        if "binary_logits" not in preds:
+            raise ValueError("DBLoss: gap_weight > 0 needs preds['binary_logits'] (DBHead gives them in "
+                             "training)")
+        logits = _as_nhw(preds["binary_logits"], "preds['binary_logits']", shape)
+        ring = _as_nhw(thresh_mask, "thresh_mask", shape) * (1.0 - gt) * mask
+        return gap_penalty(logits, ring, self.eps)
+
     def forward(self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor,
                 thresh_map: Tensor | None = None, thresh_mask: Tensor | None = None) -> dict[str, Tensor]:
         """Compute the DB loss: ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
         ``preds``: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T, B optional; optional ``"binary_logits"``),
         probabilities (N, 1, H, W), or a bare tensor P. ``binary_map`` (N, [1,] H, W) 0/1; ``mask`` (N, H, W) 0 where
-        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given."""
+        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given, ``thresh_mask`` and
+        ``"binary_logits"`` when ``gap_weight`` > 0."""
         if isinstance(preds, Tensor):
             preds = {"binary": preds}
         if "binary" not in preds:
@@ -175,6 +206,8 @@ class DBLoss(nn.Module):
                 logits = None if self.ohem == "mindocr" else preds.get("binary_logits")
                 logits = None if logits is None else _as_nhw(logits, "preds['binary_logits']", shape)
                 loss_prob = self.balanced_bce(prob, gt, m, logits)
+            if self.gap_weight > 0:
+                loss_prob = loss_prob + self.gap_weight * self._gap(preds, gt, m, thresh_mask, shape)
             zero = loss_prob.new_zeros(())
             loss_thresh, loss_binary = zero, zero
             if "thresh" not in preds and "thresh_binary" not in preds:
