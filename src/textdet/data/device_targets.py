@@ -117,8 +117,8 @@ def _pixel_values(px: torch.Tensor, py: torch.Tensor, a: torch.Tensor, kind: tor
 
     Fills follow cv2.fillPoly: pixel centres inside (even-odd rule) plus the outline's 8-connected line pixels (those
     within half a pixel of an edge along its minor axis). The threshold map is 1 - min(dist / D, 1); its mask, the
-    outline offset by D, is the inside plus pixels within D of an edge (grown by the same half-pixel line rule);
-    ``word``: a WORD polygon's fill (gap_mask is the thresh mask outside every word).
+    outline offset by D, is the inside plus pixels within D of an edge (grown by the same half-pixel line
+    rule); ``word``: a WORD polygon's fill (gap_mask is the thresh mask outside every word).
     """
     e = torch.roll(a, -1, dims=1) - a  # edges a_i -> a_{i+1}; padding repeats vertex 0, so extra edges are points
     ex, ey = e[..., 0], e[..., 1]
@@ -158,8 +158,8 @@ def _pixel_values(px: torch.Tensor, py: torch.Tensor, a: torch.Tensor, kind: tor
 class DeviceTargets:
     """Device half: ``PackPolygons`` arrays of a batch -> the DB maps on ``device``, as targets.py draws them.
 
-    Returns ``binary_map`` (B, 1, H, W), ``mask``, ``thresh_map``, ``thresh_mask``, ``gap_mask`` (B, H, W), all
-    float32 (the loss casts to fp32 anyway). ``chunk``: pixel-vertex pairs per batched pass (memory bound).
+    Returns ``binary_map`` (B, 1, H, W), ``mask``, ``thresh_map``, ``thresh_mask``, ``gap_mask`` (B, H, W),
+    all float32 (the loss casts to fp32 anyway). ``chunk``: pixel-vertex pairs per batched pass (memory bound).
     """
 
     columns = COLUMNS  # the batch keys it consumes

@@ -168,8 +168,8 @@ class BorderMap:
     edge), polygons merge with max, elsewhere 0; ``thresh_map = thresh_min + (thresh_max - thresh_min) * value``,
     (H, W) float32, ``thresh_mask`` uint8. ``fast`` (MindOCR PR #569) is accepted and ignored: the exact map is faster.
 
-    Also ``gap_mask`` (H, W) uint8, for DBLoss's ``gap_weight``: ``thresh_mask`` less every polygon's own pixels,
-    the band just outside the words, where the gaps between the words of a line are.
+    Also ``gap_mask`` (H, W) uint8, for DBLoss's ``gap_weight``: ``thresh_mask`` less every polygon's own
+    pixels, the band just outside the words, where the gaps between the words of a line are.
     """
 
     def __init__(self, shrink_ratio: float = 0.4, thresh_min: float = 0.3, thresh_max: float = 0.7,

@@ -186,8 +186,8 @@ class DBLoss(nn.Module):
         """Compute the DB loss: ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
         ``preds``: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T, B optional; optional ``"binary_logits"``),
         probabilities (N, 1, H, W), or a bare tensor P. ``binary_map`` (N, [1,] H, W) 0/1; ``mask`` (N, H, W) 0 where
-        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given, ``gap_mask`` (N, H, W) and
-        ``"binary_logits"`` when ``gap_weight`` > 0."""
+        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given, ``gap_mask`` (N, H, W)
+        and ``"binary_logits"`` when ``gap_weight`` > 0."""
         if isinstance(preds, Tensor):
             preds = {"binary": preds}
         if "binary" not in preds:
