@@ -159,7 +159,8 @@ class DeviceTargets:
     """Device half: ``PackPolygons`` arrays of a batch -> the DB maps on ``device``, as targets.py draws them.
 
     Returns ``binary_map`` (B, 1, H, W), ``mask``, ``thresh_map``, ``thresh_mask``, ``gap_mask`` (B, H, W),
-    all float32 (the loss casts to fp32 anyway). ``chunk``: pixel-vertex pairs per batched pass (memory bound).
+    all float32 (the loss casts to fp32 anyway). ``chunk``: pixel-vertex pairs per batched pass (memory
+    bound).
     """
 
     columns = COLUMNS  # the batch keys it consumes
