@@ -18,7 +18,7 @@ from textdet.geometry import shrink_distance
 
 __all__ = ["COLUMNS", "DeviceTargets", "PackPolygons", "device_columns", "split_device_targets", "wants_device_targets"]
 
-COLUMNS = ("target_polys", "target_kinds", "target_dists")  # what workers ship instead of the four maps
+COLUMNS = ("target_polys", "target_kinds", "target_dists")  # what workers ship instead of the maps
 OUTLINE, PIECE, IGNORED, WORD = 1, 2, 3, 4  # target_kinds
 MAP_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask", "gap_mask")
 # Pixel-vertex pairs per chunk: bounds the (pixels, vertices) temporaries (~32 MB each in float32).
