@@ -128,6 +128,7 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
         "v4": {"backbone": 0.1}, "v5": None, "v6": None, "other": None}
     for cfg in written.values():
         assert cfg["train"]["freeze_bn"] is True
+        assert cfg["train"]["guard_holdout"] == 0.1  # the start guard: every 10th training photo set aside
         assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
         assert cfg["scheduler"]["warmup_epochs"] == 0.5
         assert cfg["model"]["head"]["adaptive"] is False  # P alone: no threshold map to make or learn
@@ -175,6 +176,33 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     got = normalize({"image": pixel}, np.random.default_rng(0))["image"].reshape(3)
     expected = [(255 - 123.675) / 58.395, (0 - 116.28) / 57.12, (128 - 103.53) / 57.375]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("margin, kept", [(2.0, "start"), (-2.0, "trained")])
+def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root, tmp_path, margin, kept) -> None:
+    """An f-score cannot beat the start by 2, and always beats it by -2: the epoch's checkpoint holds the
+    imported weights exactly in the first case, trained ones in the second."""
+    out = tmp_path / "out"
+    assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
+    run_dir = tmp_path / "run"
+    overrides = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}",
+                 f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1", "train.gradient_accumulation_steps=1",
+                 "train.loader.num_workers=0", "eval.loader.num_workers=0", f"train.guard_margin={margin}",
+                 "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
+                 "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+    args = ["train", "-c", str(out / "v4.yaml")]
+    for override in overrides:
+        args += ["-o", override]
+    assert main(args) == 0
+    record = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
+    assert record["kept"] == kept
+    # 12 training photos: the 10th is set aside, 11 are trained on (one optimizer step each)
+    assert "1 training photos set aside (every 10th), 11 left to train on" in (run_dir / "train.log").read_text()
+    saved = torch.load(run_dir / "e1.ckpt", weights_only=False)["model"]
+    imported = torch.load(out / "model.ckpt", weights_only=False)["model"]
+    same = all(torch.equal(saved[key], imported[key]) for key in imported)
+    assert same == (kept == "start")
 
 
 def test_unknown_onnx_is_refused_naming_what_it_holds(tmp_path, capsys) -> None:

@@ -133,6 +133,10 @@ class TrainConfig:
     targets_on_device: bool | str = "auto"  # textdet: DB maps built per batch on the device; auto = on cuda/npu/xpu
     freeze_bn: bool = False  # textdet: BatchNorms keep their running statistics (eval mode) while the rest trains
     freeze: list = field(default_factory=list)  # textdet: model parts that do not learn, e.g. [backbone]
+    # textdet: share of the training photos set aside to compare each evaluated model with model.pretrained's
+    # (the start guard, engine/guard.py); 0 = off
+    guard_holdout: float = 0.0
+    guard_margin: float = 0.01  # textdet: the trained model is kept when it beats the start by this much there
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)

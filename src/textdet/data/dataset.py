@@ -33,11 +33,19 @@ class DetDataset(Dataset):
     def __init__(self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
                  transform: Callable[[dict, np.random.Generator], dict], output_columns: Sequence[str],
                  sample_ratio: float = 1.0, seed: int = 0, config_prefix: str = "dataset",
-                 cache_images: bool | str = False):
+                 cache_images: bool | str = False, aside_every: int = 0, aside_only: bool = False):
         image_dir, files = check_dataset_paths(dataset_root, data_dir, label_file, config_prefix)
         if not output_columns:
             raise DataError(f"{config_prefix}.output_columns is empty: list the sample keys to return")
         records, problems = read_label_files(files, dataset_root, sample_ratio, seed)
+        if aside_every:
+            total = len(records)
+            records = set_aside(records, aside_every, aside_only)
+            if not records:
+                part = "is set aside" if aside_only else "is left to train on"
+                raise DataError(f"{config_prefix}: none of its {total} labelled photos {part} when every "
+                                f"{aside_every}th one is (train.guard_holdout): change train.guard_holdout or add "
+                                "photos")
         self.problems: list[Problem] = list(problems)
         self.records: list[LabelRecord] = []
         for r in records:
@@ -89,6 +97,12 @@ class DetDataset(Dataset):
             return {**{c: sample[c] for c in self.output_columns}, "_skipped": len(skipped)}
         raise DataError(f"{_MAX_RETRIES} samples in a row failed (last: {self.records[index].rel_path}); "
                         "run `textdet check-data -c CFG` to list the problems")
+
+
+def set_aside(records: list, every: int, aside_only: bool) -> list:
+    """The records set aside (``aside_only``) or the rest: every ``every``-th one (the every-th, 2*every-th, ...)
+    in label-file order is set aside, so the two parts never share a photo and a resume picks the same ones."""
+    return [record for position, record in enumerate(records, 1) if (position % every == 0) == aside_only]
 
 
 class EpochSampler(Sampler):

@@ -157,8 +157,10 @@ def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Com
     return Compose(rest), parameters
 
 
-def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bool = False) -> DetDataset:
-    """``device_targets``: the workers ship polygon arrays instead of the four DB maps (split_device_targets)."""
+def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bool = False,
+                  aside_every: int = 0) -> DetDataset:
+    """``device_targets``: the workers ship polygon arrays instead of the four DB maps (split_device_targets);
+    ``aside_every``: the train split less the photos the start guard sets aside (``guard_aside_every``)."""
     dataset = getattr(cfg, split).dataset
     if dataset.type not in ("DetDataset",):
         raise ConfigError(f"{split}.dataset.type: unknown dataset '{dataset.type}' (valid: DetDataset)")
@@ -167,7 +169,35 @@ def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bo
         columns = device_columns(columns)
     return DetDataset(dataset.dataset_root, dataset.data_dir, dataset.label_file, pipeline, columns,
                       sample_ratio=dataset.sample_ratio, seed=cfg.system.seed,
-                      config_prefix=f"{split}.dataset", cache_images=dataset.cache_images)
+                      config_prefix=f"{split}.dataset", cache_images=dataset.cache_images,
+                      aside_every=aside_every)
+
+
+def build_guard_dataset(cfg: Config, eval_pipeline: Compose, aside_every: int) -> DetDataset:
+    """The training photos the start guard sets aside, read as the eval split reads its photos (the eval
+    pipeline and columns, no augmentation)."""
+    train = cfg.train.dataset
+    return DetDataset(train.dataset_root, train.data_dir, train.label_file, eval_pipeline,
+                      cfg.eval.dataset.output_columns, sample_ratio=train.sample_ratio, seed=cfg.system.seed,
+                      config_prefix="train.dataset", aside_every=aside_every, aside_only=True)
+
+
+def guard_aside_every(cfg: Config) -> int:
+    """``train.guard_holdout`` as "every n-th training photo" (0: the guard is off), checked."""
+    share = cfg.train.guard_holdout
+    if not share:
+        return 0
+    if not 0 < share <= 0.5:
+        raise ConfigError(f"train.guard_holdout: {share} is not a share between 0 and 0.5 of the training photos "
+                          "(0.1 sets every 10th aside; 0 turns the start guard off)")
+    if not cfg.model.pretrained:
+        raise ConfigError("train.guard_holdout: the start guard compares the trained model with the one it "
+                          "started from, but model.pretrained names none; set model.pretrained or "
+                          "train.guard_holdout: 0")
+    if not cfg.system.val_while_train:
+        raise ConfigError("train.guard_holdout: the start guard acts at each evaluation, but "
+                          "system.val_while_train is false; turn it on or set train.guard_holdout: 0")
+    return round(1 / share)
 
 
 def worker_count(requested: int, world_size: int, key: str) -> int:

@@ -15,16 +15,20 @@ from textdet.engine import build
 from textdet.engine.amp import amp_settings
 from textdet.engine.evaluator import Evaluator
 from textdet.engine.feed import DeviceInput
+from textdet.engine.guard import StartGuard
 
 logger = logging.getLogger("textdet")
 
 
 class TrainEvaluation:
-    """The eval-set ``Evaluator`` of a training run and its schedule; ``run`` logs and times each one."""
+    """The eval-set ``Evaluator`` of a training run and its schedule; ``run`` logs and times each one.
+    ``guard``: the start guard (``train.guard_holdout``), which may evaluate the start's weights instead."""
 
-    def __init__(self, cfg: Config, evaluator: Evaluator) -> None:
+    def __init__(self, cfg: Config, evaluator: Evaluator, guard: StartGuard | None = None) -> None:
         self.system = cfg.system
         self.evaluator = evaluator
+        self.guard = guard
+        self.start_perf: dict | None = None  # the start's eval-split scores: computed once, when first kept
 
     def due(self, epoch: int) -> bool:
         """Whether (1-based) ``epoch`` ends with an evaluation."""
@@ -32,21 +36,40 @@ class TrainEvaluation:
             return False
         return (epoch - self.system.val_start_epoch) % self.system.val_interval == 0
 
-    def run(self, model: nn.Module) -> dict:
-        """The metric's results for ``model``, and ``eval_time`` in seconds."""
+    def run(self, model: nn.Module) -> tuple[dict, nn.Module]:
+        """The metric's results and ``eval_time`` in seconds (and the guard's record), and the model they
+        are for: ``model``, or the start's when the guard keeps it."""
         t0 = time.perf_counter()
-        perf = self.evaluator.run(model)
+        chosen, record = model, {}
+        if self.guard is not None:
+            chosen, record = self.guard.choose(model)
+        if chosen is model:
+            perf = self.evaluator.run(model)
+        else:
+            if self.start_perf is None:
+                self.start_perf = self.evaluator.run(chosen)
+            perf = self.start_perf
         seconds = time.perf_counter() - t0
         logger.info("Performance: %s, eval time: %.3f s", {k: round(v, 4) for k, v in perf.items()}, seconds)
-        return {**perf, "eval_time": seconds}
+        return {**perf, **record, "eval_time": seconds}, chosen
 
 
 def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | None, postprocess, metric,
-                           device: torch.device, rank: int, world_size: int,
-                           progress: bool) -> TrainEvaluation:
+                           device: torch.device, rank: int, world_size: int, progress: bool,
+                           guard_set: DetDataset | None = None, start_model: nn.Module | None = None,
+                           indicator: str = "f-score") -> TrainEvaluation:
     """The eval loader (sharded over the ranks) and an Evaluator with ``system.amp_level_infer``, as
-    `textdet eval`; ``normalize``: what the device normalises (``build.split_device_normalize``)."""
-    loader = build.build_split_loader(cfg, "eval", eval_set, rank, world_size, device)
+    `textdet eval`; ``normalize``: what the device normalises (``build.split_device_normalize``).
+    ``guard_set`` and ``start_model``: the start guard's set-aside photos and the model it keeps."""
     amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
-    evaluator = Evaluator(loader, postprocess, metric, DeviceInput(device, normalize), amp, progress)
-    return TrainEvaluation(cfg, evaluator)
+
+    def evaluator_over(dataset: DetDataset, post, scorer) -> Evaluator:
+        loader = build.build_split_loader(cfg, "eval", dataset, rank, world_size, device)
+        return Evaluator(loader, post, scorer, DeviceInput(device, normalize), amp, progress)
+
+    guard = None
+    if guard_set is not None:
+        aside = evaluator_over(guard_set, build.build_postprocess_from_config(cfg),
+                               build.build_metric_from_config(cfg))
+        guard = StartGuard(start_model, aside, indicator, cfg.train.guard_margin)
+    return TrainEvaluation(cfg, evaluator_over(eval_set, postprocess, metric), guard)

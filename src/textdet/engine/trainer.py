@@ -101,7 +101,8 @@ class Trainer:
         if self.evaluate_enabled:
             self.evaluation = build_train_evaluation(
                 cfg, self.eval_set, self.eval_normalize, self.postprocess, self.metric, self.device,
-                self.dist.rank, self.dist.world_size, self.progress)
+                self.dist.rank, self.dist.world_size, self.progress, self.guard_set, self.start_model,
+                self.indicator)
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
@@ -113,12 +114,19 @@ class Trainer:
         on_gpu = is_accelerator(self.device)
         train_pipe, self.normalize = build.split_device_normalize(pipelines["train"], on_gpu)
         train_pipe, self.targets = split_device_targets(train_pipe, cfg.train.targets_on_device, self.device)
-        self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None)
+        self.aside_every = build.guard_aside_every(cfg)
+        self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None,
+                                             aside_every=self.aside_every)
         self.evaluate_enabled = "eval" in pipelines
-        self.eval_set = None
+        self.eval_set = self.guard_set = None
         if self.evaluate_enabled:
             eval_pipe, self.eval_normalize = build.split_device_normalize(pipelines["eval"], on_gpu)
             self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
+            if self.aside_every:
+                self.guard_set = build.build_guard_dataset(cfg, eval_pipe, self.aside_every)
+                logger.info("start guard (train.guard_holdout %g): %d training photos set aside (every %dth), %d "
+                            "left to train on", cfg.train.guard_holdout, len(self.guard_set), self.aside_every,
+                            len(self.train_set))
         self.train_loader = build.build_split_loader(cfg, "train", self.train_set, self.dist.rank,
                                                      self.dist.world_size, self.device)
         # Workers start on the first batch now, while the model is built (start-up overlap); a
@@ -144,6 +152,11 @@ class Trainer:
         model.to(self.device)
         model.to(memory_format=torch.channels_last)  # faster convolutions on GPUs and oneDNN CPUs alike
         self.model = model  # the raw module: checkpoints and EMA read it
+        self.start_model = None  # the start guard's: model.pretrained's weights, also after a resume
+        if self.aside_every:
+            self.start_model = build.build_model_from_config(cfg).requires_grad_(False).eval()
+            self.start_model.to(self.device)
+            self.start_model.to(memory_format=torch.channels_last)
         self.loss_fn.to(self.device)
 
     def _build_optimisation(self) -> None:
@@ -262,14 +275,14 @@ class Trainer:
             if epoch == self.epoch or epoch + 1 == num_epochs:
                 logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size, phases))
             with self.monitor.timed("evaluation"):
-                perf = self._maybe_evaluate(epoch + 1)
+                perf, kept_model = self._maybe_evaluate(epoch + 1)
             if "eval_time" in perf:
                 self.monitor.eta.last_eval_s = perf["eval_time"]
             record.update(perf)
             if writer:  # before the checkpoint: a kill in between leaves a record that resume trims
                 writer.write(record, self.global_step)
             with self.monitor.timed("checkpoint") as saving:
-                self._save(epoch + 1, perf.get(self.indicator), record.get("loss"))
+                self._save(epoch + 1, perf.get(self.indicator), record.get("loss"), kept_model)
             logger.info("checkpoints written in %.3f s", saving["seconds"])
             if writer:
                 writer.write_scalars({"ckpt_time": saving["seconds"]}, self.global_step)
@@ -410,16 +423,19 @@ class Trainer:
         """Whether (1-based) ``epoch`` ends with an evaluation."""
         return self.evaluation is not None and self.evaluation.due(epoch)
 
-    def _maybe_evaluate(self, epoch: int) -> dict:
+    def _maybe_evaluate(self, epoch: int) -> tuple[dict, nn.Module]:
+        """The evaluation's results ({} when none is due) and the model the epoch's checkpoints hold: the
+        evaluated one (the start's, when the start guard keeps it)."""
         if not self.eval_due(epoch):
-            return {}
+            return {}, self.eval_model()
         return self.evaluation.run(self.eval_model())
 
-    def _save(self, epoch: int, metric: float | None, loss: float | None) -> None:
-        """best.ckpt, e{N}.ckpt (policy) and train_resume.ckpt, each written atomically on rank 0."""
+    def _save(self, epoch: int, metric: float | None, loss: float | None, kept_model: nn.Module) -> None:
+        """best.ckpt, e{N}.ckpt (policy) from ``kept_model`` and train_resume.ckpt, each written atomically
+        on rank 0."""
         if not self.main:
             return
-        weights = self.eval_model().state_dict()
+        weights = kept_model.state_dict()
         # Without evaluation, "best" follows the lowest training loss, as in MindOCR.
         if metric is not None:
             score = metric
