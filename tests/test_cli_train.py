@@ -219,14 +219,14 @@ def test_threshold_branch_without_its_targets_is_a_config_error(synth_root, tmp_
 
 
 def test_gap_penalty_without_its_band_is_a_config_error(synth_root, tmp_path, capsys):
-    """loss.gap_weight needs BorderMap's gap_mask among the loss columns: the dry run names the keys."""
+    """loss.gap_weight needs BorderMap's thresh_mask among the loss columns: the dry run names the keys."""
     opts = [a for o in tiny_overrides(synth_root, str(tmp_path / "run")) for a in ("-o", o)]
     p_only = ["-o", "train.dataset.output_columns=[image, binary_map, mask]",
               "-o", "train.dataset.label_column_index=[1, 2]", "-o", "model.head.adaptive=false",
               "-o", "loss.bce_replace=diceloss"]
     assert main(["train", "--dry-run", *opts, *p_only, "-o", "loss.gap_weight=0.1"]) == 2
     err = capsys.readouterr().err
-    assert "loss.gap_weight is 0.1" in err and "no gap_mask" in err and "BorderMap" in err
+    assert "loss.gap_weight is 0.1" in err and "no thresh_mask" in err and "BorderMap" in err
     assert "Traceback" not in err
     assert main(["train", "--dry-run", *opts, *p_only, "-o", "loss.gap_weight=0"]) == 0
 

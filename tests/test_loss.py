@@ -164,12 +164,12 @@ def test_dice_replacement():
     assert out["loss_prob"].item() == pytest.approx(1 / 3, rel=1e-5)
 
 
-def test_gap_penalty_on_the_band_outside_the_words():
-    """Pixels (0,0), (0,1): in gap_mask -> softplus(0) + softplus(ln 3) = ln 2 + ln 4, over 2 pixels:
-    1.5 ln 2. (1,0) is outside gap_mask; (1,1) is in it but ignored (mask 0): neither counts."""
+def test_gap_penalty_on_the_band_outside_the_kernel():
+    """Pixels (0,0), (0,1): in thresh_mask, outside the kernel -> softplus(0) + softplus(ln 3) = ln 2 + ln 4,
+    over 2 pixels: 1.5 ln 2. (1,0) is outside thresh_mask, (1,1) inside the kernel: neither counts."""
     logits = torch.tensor([[[[0.0, math.log(3.0)], [-math.log(3.0), 5.0]]]], requires_grad=True)
-    targets = {"binary_map": torch.zeros(1, 1, 2, 2), "mask": torch.tensor([[[1.0, 1.0], [1.0, 0.0]]]),
-               "gap_mask": torch.tensor([[[1.0, 1.0], [0.0, 1.0]]])}
+    targets = {"binary_map": torch.tensor([[[[0.0, 0.0], [0.0, 1.0]]]]), "mask": torch.ones(1, 2, 2),
+               "thresh_mask": torch.tensor([[[1.0, 1.0], [0.0, 1.0]]])}
     preds = {"binary": torch.sigmoid(logits), "binary_logits": logits}
     dice_only = DBLoss(bce_replace="diceloss")(preds, **targets)["loss_prob"]
     out = DBLoss(bce_replace="diceloss", gap_weight=0.1)(preds, **targets)
@@ -182,7 +182,7 @@ def test_gap_penalty_keeps_its_gradient_where_p_is_saturated():
     sigmoid(20) / 1 pixel of band."""
     logits = torch.full((1, 1, 1, 2), 20.0, requires_grad=True)
     targets = {"binary_map": torch.tensor([[[[0.0, 1.0]]]]), "mask": torch.ones(1, 1, 2),
-               "gap_mask": torch.tensor([[[1.0, 0.0]]])}
+               "thresh_mask": torch.tensor([[[1.0, 0.0]]])}
     preds = {"binary": torch.sigmoid(logits), "binary_logits": logits}
     DBLoss(bce_replace="diceloss", gap_weight=0.1)(preds, **targets)["loss"].backward()
     assert logits.grad[0, 0, 0, 0].item() == pytest.approx(0.1, rel=1e-4)
@@ -195,7 +195,7 @@ def test_gap_penalty_needs_the_band_and_the_logits():
     with pytest.raises(ValueError, match="BorderMap"):
         loss({"binary": torch.sigmoid(logits), "binary_logits": logits}, gt, mask)
     with pytest.raises(ValueError, match="binary_logits"):
-        loss({"binary": torch.sigmoid(logits)}, gt, mask, gap_mask=torch.ones(1, 4, 4))
+        loss({"binary": torch.sigmoid(logits)}, gt, mask, thresh_mask=torch.ones(1, 4, 4))
     with pytest.raises(ValueError, match="gap_weight"):
         DBLoss(gap_weight=-1)
 

@@ -132,10 +132,10 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
         assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
         assert cfg["scheduler"]["warmup_epochs"] == 0.5
         assert cfg["model"]["head"]["adaptive"] is False  # P alone: no threshold map to make or learn
-        # BorderMap's gap_mask feeds the gap penalty (P pushed to 0 between the words): no threshold branch
+        # BorderMap's thresh_mask feeds the gap penalty (P pushed to 0 around each word): no threshold branch
         train = cfg["train"]["dataset"]
-        assert train["output_columns"] == ["image", "binary_map", "mask", "gap_mask"]
-        assert train["label_column_index"] == [1, 2, 3]
+        assert train["output_columns"] == ["image", "binary_map", "mask", "thresh_map", "thresh_mask"]
+        assert train["label_column_index"] == [1, 2, 3, 4]
         assert "BorderMap" in [next(iter(step)) for step in train["transform_pipeline"]]
         assert "BorderMap" not in [next(iter(step)) for step in cfg["eval"]["dataset"]["transform_pipeline"]]
         assert cfg["loss"]["gap_weight"] == 0.1 and cfg["loss"]["bce_replace"] == "diceloss"

@@ -183,31 +183,13 @@ def test_border_merges_overlapping_polygons_with_max():
 def test_border_skips_ignored_polygons():
     out = BorderMap()(make_sample([RECT], [True]), np.random.default_rng(0))
     assert (out["thresh_map"] == np.float32(0.3)).all() and out["thresh_mask"].sum() == 0
-    assert out["gap_mask"].sum() == 0
-
-
-def test_gap_mask_is_the_padding_outside_the_words():
-    """Two words of one line, 40 x 20 each, x 10..50 and x 56..96, y 20..40, 5 px apart (the outlines'
-    pixels included, as cv2.fillPoly draws them): D = 800 * 0.84 / 120 = 5.6, and the padded outline lands
-    on whole pixels, 6 px out. gap_mask is thresh_mask less both words: the whole gap x 51..55 between them,
-    6 rows above and below (y 14..19, 41..46), 6 columns at each end, nothing inside a word."""
-    a = [[10, 20], [50, 20], [50, 40], [10, 40]]
-    b = [[56, 20], [96, 20], [96, 40], [56, 40]]
-    out = BorderMap()(make_sample([a, b], h=60, w=110), np.random.default_rng(0))
-    gap, tmask = out["gap_mask"], out["thresh_mask"]
-    assert gap.dtype == np.uint8 and set(np.unique(gap)) == {0, 1}
-    assert gap[20:41, 51:56].all()  # the gap between the two words, every row of the line
-    assert gap[:, 30].nonzero()[0].tolist() == [14, 15, 16, 17, 18, 19, 41, 42, 43, 44, 45, 46]
-    assert gap[30].nonzero()[0].tolist() == [4, 5, 6, 7, 8, 9, 51, 52, 53, 54, 55, 97, 98, 99, 100, 101, 102]
-    assert gap[20:41, 10:51].sum() == 0 and gap[20:41, 56:97].sum() == 0  # the words themselves
-    assert gap.sum() == tmask.sum() - 2 * 41 * 21
 
 
 def test_repeated_vertex_changes_nothing():
     """MindOCR pads polygons by repeating the last point; a zero-length edge must not matter."""
     padded = np.concatenate([RECT, RECT[-1:], RECT[-1:]])
     plain, repeated = targets(make_sample([RECT])), targets(make_sample([padded]))
-    for key in ("binary_map", "mask", "thresh_map", "thresh_mask", "gap_mask"):
+    for key in ("binary_map", "mask", "thresh_map", "thresh_mask"):
         np.testing.assert_array_equal(plain[key], repeated[key])
 
 

@@ -183,8 +183,7 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     targets = {"binary_map": (torch.rand(bs, 1, h, w, generator=gen) > 0.8).float().to(device),
                "mask": torch.ones(bs, h, w, device=device),
                "thresh_map": (0.3 + 0.4 * torch.rand(bs, h, w, generator=gen)).to(device),
-               "thresh_mask": (torch.rand(bs, h, w, generator=gen) > 0.5).float().to(device),
-               "gap_mask": (torch.rand(bs, h, w, generator=gen) > 0.8).float().to(device)}
+               "thresh_mask": (torch.rand(bs, h, w, generator=gen) > 0.5).float().to(device)}
 
     def forward() -> None:
         with torch.inference_mode(), amp.context():

@@ -331,11 +331,10 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
                 step = {"DetResize": dict(EVAL_RESIZE)}
             pipeline.append(step)
         cfg[split]["dataset"]["transform_pipeline"] = pipeline
-    # P's targets and BorderMap's band just outside each word, where the gap penalty pushes P to 0: the
-    # threshold branch does not train, but PP-OCR draws lines and ICDAR2015-style labels are words
-    # (DESIGN_NOTES)
-    train_columns = ["image", "binary_map", "mask", "gap_mask"]
-    cfg["train"]["dataset"].update(output_columns=train_columns, label_column_index=[1, 2, 3])
+    # P's targets and BorderMap's band around each word, where the gap penalty pushes P to 0: the threshold
+    # branch does not train, but PP-OCR draws lines and ICDAR2015-style labels are words (DESIGN_NOTES)
+    train_columns = ["image", "binary_map", "mask", "thresh_map", "thresh_mask"]
+    cfg["train"]["dataset"].update(output_columns=train_columns, label_column_index=[1, 2, 3, 4])
     cfg["loss"]["gap_weight"] = GAP_WEIGHT
     return cfg
 

@@ -1,5 +1,5 @@
 """DB targets built per batch on the training device (``train.targets_on_device``): workers only decode and warp,
-the maps come from one distance field per pixel batch (how: docs/DESIGN_NOTES.md)."""
+the four maps come from one distance field per pixel batch (how: docs/DESIGN_NOTES.md)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from textdet.geometry import shrink_distance
 
 __all__ = ["COLUMNS", "DeviceTargets", "PackPolygons", "device_columns", "split_device_targets", "wants_device_targets"]
 
-COLUMNS = ("target_polys", "target_kinds", "target_dists")  # what workers ship instead of the maps
-OUTLINE, PIECE, IGNORED, WORD = 1, 2, 3, 4  # target_kinds
-MAP_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask", "gap_mask")
+COLUMNS = ("target_polys", "target_kinds", "target_dists")  # what workers ship instead of the four maps
+OUTLINE, PIECE, IGNORED = 1, 2, 3  # target_kinds
+MAP_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
 # Pixel-vertex pairs per chunk: bounds the (pixels, vertices) temporaries (~32 MB each in float32).
 _CHUNK = 1 << 23
 # cv2.fillPoly also fills the pixels an outline passes through: grow the outline by half a pixel (diagonal) to match.
@@ -37,7 +37,7 @@ def wants_device_targets(value: Any, device: torch.device) -> bool:
 
 
 def device_columns(columns: list[str]) -> list[str]:
-    """Output columns with the map columns replaced (at the first one's place) by the polygon arrays."""
+    """Output columns with the four map columns replaced (at the first one's place) by the polygon arrays."""
     if not any(c in MAP_COLUMNS for c in columns):
         return list(columns)
     first = min(columns.index(c) for c in MAP_COLUMNS if c in columns)
@@ -52,11 +52,10 @@ class PackPolygons:
     Writes fixed-size arrays (so the default collate stacks them): ``target_polys`` (max_polys, max_points, 2)
     float32, each padded with copies of its first vertex; ``target_kinds`` (max_polys,) uint8: OUTLINE (a text
     polygon: threshold map and mask), PIECE (a piece of its shrink: probability map), IGNORED (rounded, masked out),
-    WORD (a text polygon, rounded: its own fill, which gap_mask leaves out), 0 (unused slot); ``target_dists``
-    (max_polys,) float32, the border D of an OUTLINE. Also the new ``ignore_tags``.
+    0 (unused slot); ``target_dists`` (max_polys,) float32, the border D of an OUTLINE. Also the new ``ignore_tags``.
     """
 
-    def __init__(self, shrink: Any, border: Any, max_polys: int = 384, max_points: int = 32) -> None:
+    def __init__(self, shrink: Any, border: Any, max_polys: int = 256, max_points: int = 32) -> None:
         self.shrink = shrink
         self.border = border
         self.max_polys = max_polys
@@ -79,7 +78,6 @@ class PackPolygons:
                 items.append((np.round(poly), IGNORED, 0.0))  # cv2.fillPoly of the rounded polygon, as on the CPU
                 continue
             items.append((poly, OUTLINE, shrink_distance(poly, self.border.shrink_ratio)))
-            items.append((np.round(poly), WORD, 0.0))  # cv2.fillPoly of the rounded polygon, as on the CPU
             items += [(piece, PIECE, 0.0) for piece in shrunk]
         if len(items) > self.max_polys or any(len(p) > self.max_points for p, _, _ in items):
             raise SampleError(f"more than {self.max_polys} polygons (with shrinks) or {self.max_points} vertices per "
@@ -112,13 +110,12 @@ def _crops(polys: np.ndarray, kinds: np.ndarray, dists: np.ndarray, h: int, w: i
 
 def _pixel_values(px: torch.Tensor, py: torch.Tensor, a: torch.Tensor, kind: torch.Tensor,
                   dist_d: torch.Tensor) -> torch.Tensor:
-    """(K, 5) float32 [binary, ignored, thresh value, thresh mask, word] of K pixels (px, py) (float32 (K,)),
-    each against its polygon's vertices ``a`` (K, P, 2), kind (K,) and border D (K,).
+    """(K, 4) float32 [binary, ignored, thresh value, thresh mask] of K pixels (px, py) (float32 (K,)), each against
+    its polygon's vertices ``a`` (K, P, 2), kind (K,) and border D (K,).
 
     Fills follow cv2.fillPoly: pixel centres inside (even-odd rule) plus the outline's 8-connected line pixels (those
     within half a pixel of an edge along its minor axis). The threshold map is 1 - min(dist / D, 1); its mask, the
-    outline offset by D, is the inside plus pixels within D of an edge (grown by the same half-pixel line
-    rule); ``word``: a WORD polygon's fill (gap_mask is the thresh mask outside every word).
+    outline offset by D, is the inside plus pixels within D of an edge (grown by the same half-pixel line rule).
     """
     e = torch.roll(a, -1, dims=1) - a  # edges a_i -> a_{i+1}; padding repeats vertex 0, so extra edges are points
     ex, ey = e[..., 0], e[..., 1]
@@ -152,15 +149,14 @@ def _pixel_values(px: torch.Tensor, py: torch.Tensor, a: torch.Tensor, kind: tor
     thresh = torch.where(outline, (1.0 - dist / dist_d.clamp_min(1e-6)).clamp_min(0.0), 0.0)
     tmask = outline & (inside | ((rdist - half).amin(1) <= dist_d))
     return torch.stack([(filled & (kind == PIECE)).float(), (filled & (kind == IGNORED)).float(), thresh,
-                        tmask.float(), (filled & (kind == WORD)).float()], 1)
+                        tmask.float()], 1)
 
 
 class DeviceTargets:
-    """Device half: ``PackPolygons`` arrays of a batch -> the DB maps on ``device``, as targets.py draws them.
+    """Device half: ``PackPolygons`` arrays of a batch -> the four DB maps on ``device``, as targets.py draws them.
 
-    Returns ``binary_map`` (B, 1, H, W), ``mask``, ``thresh_map``, ``thresh_mask``, ``gap_mask`` (B, H, W),
-    all float32 (the loss casts to fp32 anyway). ``chunk``: pixel-vertex pairs per batched pass (memory
-    bound).
+    Returns ``binary_map`` (B, 1, H, W), ``mask``, ``thresh_map``, ``thresh_mask`` (B, H, W), all float32 (the loss
+    casts to fp32 anyway). ``chunk``: pixel-vertex pairs per batched pass (memory bound).
     """
 
     columns = COLUMNS  # the batch keys it consumes
@@ -177,7 +173,7 @@ class DeviceTargets:
         polys, kinds, dists = (batch[c].numpy() for c in COLUMNS)
         h, w, bsz = int(hw[0]), int(hw[1]), polys.shape[0]
         verts, kinds, dists, bidx, x0, y0, bw, bh = _crops(polys, kinds, dists, h, w)
-        canvas = torch.zeros(5, bsz * h * w, dtype=torch.float32, device=device)
+        canvas = torch.zeros(4, bsz * h * w, dtype=torch.float32, device=device)
         counts = bw * bh
         total = int(counts.sum())
         if total:
@@ -194,11 +190,11 @@ class DeviceTargets:
                 py, px = y0_d[p] + local // bw_d[p], x0_d[p] + local % bw_d[p]
                 values = _pixel_values(px.float(), py.float(), verts_d[p], kd[p, 0], kd[p, 1])
                 flat = (bidx_d[p] * h + py) * w + px
-                canvas.scatter_reduce_(1, flat.expand(5, -1), values.T, reduce="amax")
-        binary, gone, value, tmask, words = canvas.view(5, bsz, h, w)
+                canvas.scatter_reduce_(1, flat.expand(4, -1), values.T, reduce="amax")
+        binary, gone, value, tmask = canvas.view(4, bsz, h, w)
         scale = self.thresh_max - self.thresh_min
         return {"binary_map": binary[:, None], "mask": 1.0 - gone, "thresh_map": value * scale + self.thresh_min,
-                "thresh_mask": tmask, "gap_mask": tmask * (1.0 - words)}
+                "thresh_mask": tmask}
 
 
 def split_device_targets(pipeline: Compose, option: Any, device: torch.device) -> tuple[Compose, DeviceTargets | None]:

@@ -167,9 +167,6 @@ class BorderMap:
     offset outwards by D; inside that box every pixel gets ``1 - min(dist / D, 1)`` (exact distance to the nearest
     edge), polygons merge with max, elsewhere 0; ``thresh_map = thresh_min + (thresh_max - thresh_min) * value``,
     (H, W) float32, ``thresh_mask`` uint8. ``fast`` (MindOCR PR #569) is accepted and ignored: the exact map is faster.
-
-    Also ``gap_mask`` (H, W) uint8, for DBLoss's ``gap_weight``: ``thresh_mask`` less every polygon's own
-    pixels, the band just outside the words, where the gaps between the words of a line are.
     """
 
     def __init__(self, shrink_ratio: float = 0.4, thresh_min: float = 0.3, thresh_max: float = 0.7,
@@ -192,7 +189,6 @@ class BorderMap:
         # normalised squared distances, so no per-polygon full-box pass is needed.
         norm_sq = np.ones((h, w), dtype=np.float32)
         tmask = np.zeros((h, w), dtype=np.uint8)
-        words = np.zeros((h, w), dtype=np.uint8)  # the polygons themselves: gap_mask is tmask outside them
         boxes = []
         for raw, ignored in zip(polys, tags, strict=True):
             poly = None if ignored else _as_polygon(raw)
@@ -202,7 +198,6 @@ class BorderMap:
                 continue
             padded = paths[0] if len(paths) == 1 else _outer(paths)
             cv2.fillPoly(tmask, [padded.astype(np.int32)], 1)
-            _fill(words, poly, 1)
             lo, hi = padded.min(axis=0), padded.max(axis=0)
             box = (max(int(lo[0]), 0), max(int(lo[1]), 0), min(int(hi[0]), w - 1), min(int(hi[1]), h - 1))
             if box[0] <= box[2] and box[1] <= box[3]:
@@ -215,5 +210,4 @@ class BorderMap:
             region = np.s_[y0 : y1 + 1, x0 : x1 + 1]
             value[region] = (np.float32(1.0) - np.sqrt(norm_sq[region])) * spread + low
         sample["thresh_map"], sample["thresh_mask"] = value, tmask
-        sample["gap_mask"] = tmask * (1 - words)
         return sample

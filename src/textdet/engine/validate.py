@@ -18,7 +18,7 @@ from textdet.metrics import METRICS
 from textdet.postprocess import POSTPROCESSES
 
 # Loss inputs, by output column name (MindOCR passes them by position through label_column_index).
-LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask", "gap_mask")
+LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
 
 
 def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bool = True) -> dict[str, Compose]:
@@ -114,8 +114,9 @@ def _check_train_columns(cfg: Config) -> None:
                           "train.dataset.transform_pipeline and thresh_map, thresh_mask to output_columns "
                           "(and label_column_index), or set model.head.adaptive: false")
     gap_weight = cfg.loss.get("gap_weight", 0)
-    if isinstance(gap_weight, (int, float)) and gap_weight > 0 and "gap_mask" not in labels:
-        raise ConfigError(f"loss.gap_weight is {gap_weight} (P is pushed to 0 between the words) but "
-                          f"train.dataset.label_column_index selects {labels}, no gap_mask: add a "
-                          "BorderMap step to train.dataset.transform_pipeline, gap_mask to output_columns "
-                          "and its index to label_column_index, or set loss.gap_weight: 0")
+    if isinstance(gap_weight, (int, float)) and gap_weight > 0 and "thresh_mask" not in labels:
+        raise ConfigError(f"loss.gap_weight is {gap_weight} (P is pushed to 0 around each word) but "
+                          f"train.dataset.label_column_index selects {labels}, no thresh_mask: add a "
+                          "BorderMap step to train.dataset.transform_pipeline, thresh_map and thresh_mask "
+                          "to output_columns and their indices to label_column_index, or set "
+                          "loss.gap_weight: 0")

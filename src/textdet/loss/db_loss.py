@@ -45,13 +45,13 @@ def masked_l1_loss(pred: Tensor, gt: Tensor, mask: Tensor, eps: float = 1e-6) ->
     return ((pred - gt).abs() * mask).sum() / (mask.sum() + eps)
 
 
-def gap_penalty(logits: Tensor, band: Tensor, eps: float = 1e-6) -> Tensor:
-    """BCE towards 0 (``softplus(z)``) averaged over the ``band`` pixels, taken from P's logits ``z``.
+def gap_penalty(logits: Tensor, ring: Tensor, eps: float = 1e-6) -> Tensor:
+    """BCE towards 0 (``softplus(z)``) averaged over the ``ring`` pixels, taken from P's logits ``z``.
 
     Why logits: an imported line detector is saturated where it is wrong (P > 0.99 in the gaps between
     words), where Dice on P = sigmoid(z) has almost no gradient; softplus(z) keeps a slope of about 1 there.
     """
-    return (F.softplus(logits) * band).sum() / (band.sum() + eps)
+    return (F.softplus(logits) * ring).sum() / (ring.sum() + eps)
 
 
 def _float_bits(values: Tensor, valid: Tensor) -> Tensor:
@@ -114,10 +114,9 @@ class DBLoss(nn.Module):
     balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/DESIGN_NOTES.md. Unscaled terms are returned
     next to ``"loss"``.
 
-    ``gap_weight`` > 0 adds ``gap_weight * gap_penalty`` to ``L_prob``: P pushed to 0 on the band just outside
-    each word (BorderMap's ``gap_mask``), the gaps a line detector must learn to leave open when it is
-    fine-tuned on word labels. The word's own border is left to Dice: pushing it down shrinks the boxes of
-    data labelled as the detector already draws (docs/DESIGN_NOTES.md, "Eighth round" and "Tenth round")."""
+    ``gap_weight`` > 0 adds ``gap_weight * gap_penalty`` to ``L_prob``: P pushed to 0 on the border band
+    around each word (``thresh_mask``) outside its kernel, the gaps a line detector must learn to leave open
+    when it is fine-tuned on word labels (docs/DESIGN_NOTES.md, "Eighth round")."""
 
     def __init__(self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
                  negative_ratio: float = 3, min_negatives: int = 10, ohem: str = "topk",
@@ -168,26 +167,26 @@ class DBLoss(nn.Module):
         neg_sum = (neg_loss * keep).sum()
         return ((loss * pos).sum() + neg_sum) / (npos.sum() + nneg.sum().float() + self.eps)
 
-    def _gap(self, preds: Mapping[str, Tensor], mask: Tensor, gap_mask: Tensor | None,
+    def _gap(self, preds: Mapping[str, Tensor], gt: Tensor, mask: Tensor, thresh_mask: Tensor | None,
              shape: torch.Size) -> Tensor:
-        """``gap_penalty`` on the band outside the words, less the ignored regions."""
-        if gap_mask is None:
-            raise ValueError("DBLoss: gap_weight > 0 needs gap_mask: add a BorderMap step to "
-                             "train.dataset.transform_pipeline and gap_mask to output_columns")
+        """``gap_penalty`` on the border band outside the kernels and the ignored regions."""
+        if thresh_mask is None:
+            raise ValueError("DBLoss: gap_weight > 0 needs thresh_mask: add a BorderMap step to "
+                             "train.dataset.transform_pipeline and thresh_map, thresh_mask to output_columns")
         if "binary_logits" not in preds:
             raise ValueError("DBLoss: gap_weight > 0 needs preds['binary_logits'] (DBHead gives them in "
                              "training)")
         logits = _as_nhw(preds["binary_logits"], "preds['binary_logits']", shape)
-        return gap_penalty(logits, _as_nhw(gap_mask, "gap_mask", shape) * mask, self.eps)
+        ring = _as_nhw(thresh_mask, "thresh_mask", shape) * (1.0 - gt) * mask
+        return gap_penalty(logits, ring, self.eps)
 
     def forward(self, preds: Mapping[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor,
-                thresh_map: Tensor | None = None, thresh_mask: Tensor | None = None,
-                gap_mask: Tensor | None = None) -> dict[str, Tensor]:
+                thresh_map: Tensor | None = None, thresh_mask: Tensor | None = None) -> dict[str, Tensor]:
         """Compute the DB loss: ``{"loss", "loss_prob", "loss_thresh", "loss_binary"}``, scalar fp32 tensors.
         ``preds``: ``{"binary": P, "thresh": T, "thresh_binary": B}`` (T, B optional; optional ``"binary_logits"``),
         probabilities (N, 1, H, W), or a bare tensor P. ``binary_map`` (N, [1,] H, W) 0/1; ``mask`` (N, H, W) 0 where
-        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given, ``gap_mask`` (N, H, W)
-        and ``"binary_logits"`` when ``gap_weight`` > 0."""
+        ignored; ``thresh_map``/``thresh_mask`` (N, H, W) are needed when T is given, ``thresh_mask`` and
+        ``"binary_logits"`` when ``gap_weight`` > 0."""
         if isinstance(preds, Tensor):
             preds = {"binary": preds}
         if "binary" not in preds:
@@ -208,7 +207,7 @@ class DBLoss(nn.Module):
                 logits = None if logits is None else _as_nhw(logits, "preds['binary_logits']", shape)
                 loss_prob = self.balanced_bce(prob, gt, m, logits)
             if self.gap_weight > 0:
-                loss_prob = loss_prob + self.gap_weight * self._gap(preds, m, gap_mask, shape)
+                loss_prob = loss_prob + self.gap_weight * self._gap(preds, gt, m, thresh_mask, shape)
             zero = loss_prob.new_zeros(())
             loss_thresh, loss_binary = zero, zero
             if "thresh" not in preds and "thresh_binary" not in preds:
