@@ -16,9 +16,8 @@ from textdet.errors import ConfigError
 class ScoredEvaluator:
     """An Evaluator stand-in: each model's f-score from a table, and every call counted."""
 
-    def __init__(self, scores: dict[nn.Module, float], images: int = 25) -> None:
+    def __init__(self, scores: dict[nn.Module, float]) -> None:
         self.scores = scores
-        self.images = images
         self.calls: list[nn.Module] = []
 
     def run(self, model: nn.Module) -> dict[str, float]:
@@ -38,7 +37,7 @@ def test_every_nth_photo_is_set_aside_and_never_trained_on() -> None:
 def test_guard_keeps_the_start_unless_the_trained_model_beats_it_by_the_margin() -> None:
     start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
     aside = ScoredEvaluator({start: 0.50, trained: 0.505})
-    guard = StartGuard(start, aside, "f-score", margin=0.01)
+    guard = StartGuard(start, aside, 25, "f-score", margin=0.01)
     kept, record = guard.choose(trained)  # 0.505 < 0.50 + 0.01
     assert kept is start
     assert record == {"guard_trained": 0.505, "guard_start": 0.50, "kept": "start"}
@@ -50,7 +49,7 @@ def test_guard_keeps_the_start_unless_the_trained_model_beats_it_by_the_margin()
 
 def test_an_evaluation_that_keeps_the_start_scores_it_once_on_the_eval_split() -> None:
     start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
-    guard = StartGuard(start, ScoredEvaluator({start: 0.9, trained: 0.8}), "f-score", margin=0.0)
+    guard = StartGuard(start, ScoredEvaluator({start: 0.9, trained: 0.8}), 25, "f-score", margin=0.0)
     evaluator = ScoredEvaluator({start: 0.94, trained: 0.93})
     evaluation = TrainEvaluation(Config(), evaluator, guard)
     for _ in range(2):

@@ -25,9 +25,11 @@ class StartGuard:
     """Picks, at each evaluation, the trained model or ``start_model`` by the ``indicator`` on the photos
     ``aside`` scores."""
 
-    def __init__(self, start_model: nn.Module, aside: Evaluator, indicator: str, margin: float) -> None:
+    def __init__(self, start_model: nn.Module, aside: Evaluator, photos: int, indicator: str,
+                 margin: float) -> None:
         self.start_model = start_model
         self.aside = aside
+        self.photos = photos  # how many photos are set aside (over all ranks)
         self.indicator = indicator
         self.margin = margin
         self.start_score: float | None = None  # the start's score on the set-aside photos, computed once
@@ -38,15 +40,14 @@ class StartGuard:
             self.start_score = self.aside.run(self.start_model)[self.indicator]
         trained_score = self.aside.run(trained)[self.indicator]
         keep_trained = trained_score >= self.start_score + self.margin
-        photos = self.aside.images
         if keep_trained:
             logger.info("start guard: the trained model scores %s %.4f on the %d set-aside training photos, "
-                        "the start %.4f: kept", self.indicator, trained_score, photos, self.start_score)
+                        "the start %.4f: kept", self.indicator, trained_score, self.photos, self.start_score)
         else:
             logger.info("start guard: the trained model scores %s %.4f on the %d set-aside training photos, "
                         "not %.4f above the start's %.4f: this evaluation and this epoch's checkpoints hold "
                         "the start's weights (training goes on from the trained ones)", self.indicator,
-                        trained_score, photos, self.margin, self.start_score)
+                        trained_score, self.photos, self.margin, self.start_score)
         record = {"guard_trained": trained_score, "guard_start": self.start_score,
                   "kept": "trained" if keep_trained else "start"}
         return (trained if keep_trained else self.start_model), record

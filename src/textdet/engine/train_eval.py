@@ -71,5 +71,5 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
     if guard_set is not None:
         aside = evaluator_over(guard_set, build.build_postprocess_from_config(cfg),
                                build.build_metric_from_config(cfg))
-        guard = StartGuard(start_model, aside, indicator, cfg.train.guard_margin)
+        guard = StartGuard(start_model, aside, len(guard_set), indicator, cfg.train.guard_margin)
     return TrainEvaluation(cfg, evaluator_over(eval_set, postprocess, metric), guard)
