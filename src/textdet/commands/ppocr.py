@@ -81,7 +81,8 @@ RELEASE_BACKBONE_LR_MULT = {"PP-OCRv4 mobile det": 0.1}
 RELEASE_FINE_TUNE_EPOCHS = {"PP-OCRv4 mobile det": 10, "PP-OCRv5 mobile det": 9}
 # loss.gap_weight: the weight of the penalty on P in the band around each word (DBLoss). Measured at 0.1
 # (docs/DESIGN_NOTES.md, "Eighth round" and "Ninth round"), last epoch on IC15-even: PP-OCRv4 0.679 against
-# 0.645 without, PP-OCRv5 0.670 against 0.630; PP-OCRv6 not yet measured with it.
+# 0.645 without, PP-OCRv5 0.670 against 0.630; PP-OCRv6 0.655 against 0.602 (with the start guard, "Eleventh
+# round").
 GAP_WEIGHT = 0.1
 _KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
 
