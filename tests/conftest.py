@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import cv2
@@ -14,6 +15,20 @@ from textdet.data.synth import generate_dataset
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "src", "textdet", "recipes", "synthetic_dbnet_r18.yaml")
 # The user's MindOCR file exactly as they wrote it, kept in the repository (configs/).
 USER_CFG = os.path.join(os.path.dirname(__file__), "..", "configs", "mindocr_db_r50_user.yaml")
+
+
+def load_benchmark(name: str):
+    """The module ``benchmarks/NAME.py`` (a script folder, not a package)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def box(x0: int, y0: int, x1: int, y1: int) -> list[list[int]]:
+    """An axis-aligned box as four corners, clockwise from the top left."""
+    return [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
 
 torch.set_num_threads(2)
 # Tests never reach the internet: pretrained=True / URLs resolve from the cache or fail at once.

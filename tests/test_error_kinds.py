@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 
 import pytest
 
+from conftest import box, load_benchmark
 from textdet.metrics.det_metric import to_polygon
-
-ERROR_KINDS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "error_kinds.py")
 
 
 @pytest.fixture(scope="module")
 def error_kinds():
-    spec = importlib.util.spec_from_file_location("error_kinds", ERROR_KINDS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def box(x0: int, y0: int, x1: int, y1: int) -> list[list[int]]:
-    return [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
+    return load_benchmark("error_kinds")
 
 
 # Two words that count, 10 px high, 4 px apart, and a ### region.

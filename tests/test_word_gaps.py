@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
-WORD_GAPS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "word_gaps.py")
-
-
-def load_word_gaps():
-    spec = importlib.util.spec_from_file_location("word_gaps", WORD_GAPS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def box(x0: int, y0: int, x1: int, y1: int) -> list[list[int]]:
-    return [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
+from conftest import box, load_benchmark
 
 
 def test_gaps_count_neighbours_on_a_line_only() -> None:
-    word_gaps = load_word_gaps()
+    word_gaps = load_benchmark("word_gaps")
     words = [
         box(0, 0, 10, 10),  # a 10 px high word
         box(14, 2, 24, 12),  # 4 px to its right, overlapping 8 of 10 px vertically: neighbours
