@@ -198,7 +198,9 @@ def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root
     record = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert record["kept"] == kept
     # 12 training photos: the 10th is set aside, 11 are trained on (one optimizer step each)
-    assert "1 training photos set aside (every 10th), 11 left to train on" in (run_dir / "train.log").read_text()
+    log = (run_dir / "train.log").read_text()
+    assert "1 training photos set aside (every 10th), not trained on" in log
+    assert "Train samples: 11\n" in log
     saved = torch.load(run_dir / "e1.ckpt", weights_only=False)["model"]
     imported = torch.load(out / "model.ckpt", weights_only=False)["model"]
     same = all(torch.equal(saved[key], imported[key]) for key in imported)

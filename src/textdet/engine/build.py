@@ -182,6 +182,13 @@ def build_guard_dataset(cfg: Config, eval_pipeline: Compose, aside_every: int) -
                       config_prefix="train.dataset", aside_every=aside_every, aside_only=True)
 
 
+def build_start_model(cfg: Config, device: torch.device) -> nn.Module:
+    """The model ``model.pretrained`` names, for inference only: the start guard's comparison."""
+    model = build_model_from_config(cfg).requires_grad_(False).eval()
+    model.to(device)
+    return model.to(memory_format=torch.channels_last)
+
+
 def guard_aside_every(cfg: Config) -> int:
     """``train.guard_holdout`` as "every n-th training photo" (0: the guard is off), checked."""
     share = cfg.train.guard_holdout

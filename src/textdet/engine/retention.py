@@ -3,9 +3,20 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from textdet.engine.checkpoint import atomic_save
+
+
+def ranking_score(metric: float | None, loss: float | None) -> float:
+    """What best.ckpt and top_k rank an epoch by: the main indicator; without evaluation, as in MindOCR, the
+    lowest training loss (its negative)."""
+    if metric is not None:
+        return metric
+    if loss is not None:
+        return -loss
+    return -math.inf
 
 
 class EpochCheckpoints:

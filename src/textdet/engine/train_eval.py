@@ -11,6 +11,7 @@ from torch import nn
 
 from textdet.config import Config
 from textdet.data.dataset import DetDataset
+from textdet.data.pipeline import Compose
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
 from textdet.engine.evaluator import Evaluator
@@ -56,11 +57,11 @@ class TrainEvaluation:
 
 def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | None, postprocess, metric,
                            device: torch.device, rank: int, world_size: int, progress: bool,
-                           guard_set: DetDataset | None = None, start_model: nn.Module | None = None,
-                           indicator: str = "f-score") -> TrainEvaluation:
+                           eval_pipeline: Compose, indicator: str) -> TrainEvaluation:
     """The eval loader (sharded over the ranks) and an Evaluator with ``system.amp_level_infer``, as
-    `textdet eval`; ``normalize``: what the device normalises (``build.split_device_normalize``).
-    ``guard_set`` and ``start_model``: the start guard's set-aside photos and the model it keeps."""
+    `textdet eval`; ``normalize``: what the device normalises (``build.split_device_normalize``). With
+    ``train.guard_holdout``, the start guard too: the set-aside training photos, read with ``eval_pipeline``,
+    and the model ``model.pretrained`` names (also after a resume)."""
     amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
 
     def evaluator_over(dataset: DetDataset, post, scorer) -> Evaluator:
@@ -68,8 +69,13 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
         return Evaluator(loader, post, scorer, DeviceInput(device, normalize), amp, progress)
 
     guard = None
-    if guard_set is not None:
-        aside = evaluator_over(guard_set, build.build_postprocess_from_config(cfg),
+    aside_every = build.guard_aside_every(cfg)
+    if aside_every:
+        aside_set = build.build_guard_dataset(cfg, eval_pipeline, aside_every)
+        logger.info("start guard (train.guard_holdout %g): %d training photos set aside (every %dth), not trained "
+                    "on", cfg.train.guard_holdout, len(aside_set), aside_every)
+        aside = evaluator_over(aside_set, build.build_postprocess_from_config(cfg),
                                build.build_metric_from_config(cfg))
-        guard = StartGuard(start_model, aside, len(guard_set), indicator, cfg.train.guard_margin)
+        start_model = build.build_start_model(cfg, device)
+        guard = StartGuard(start_model, aside, len(aside_set), indicator, cfg.train.guard_margin)
     return TrainEvaluation(cfg, evaluator_over(eval_set, postprocess, metric), guard)

@@ -30,7 +30,7 @@ from textdet.engine.monitor import RunMonitor
 from textdet.engine.optim import load_optimizer_state
 from textdet.engine.phases import StepPhases, phase_ms
 from textdet.engine.resume import RunShape, continue_at, find_resume, resume_due
-from textdet.engine.retention import EpochCheckpoints
+from textdet.engine.retention import EpochCheckpoints, ranking_score
 from textdet.engine.rng import rng_state, seed_everything, set_rng_state
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.engine.startup import StartupTimer, enable_compile_cache, want_compile
@@ -101,8 +101,7 @@ class Trainer:
         if self.evaluate_enabled:
             self.evaluation = build_train_evaluation(
                 cfg, self.eval_set, self.eval_normalize, self.postprocess, self.metric, self.device,
-                self.dist.rank, self.dist.world_size, self.progress, self.guard_set, self.start_model,
-                self.indicator)
+                self.dist.rank, self.dist.world_size, self.progress, self.eval_pipe, self.indicator)
         self.startup.mark("checkpoint/resume")
 
     # ----------------------------------------------------------------------------------------- set-up
@@ -114,19 +113,13 @@ class Trainer:
         on_gpu = is_accelerator(self.device)
         train_pipe, self.normalize = build.split_device_normalize(pipelines["train"], on_gpu)
         train_pipe, self.targets = split_device_targets(train_pipe, cfg.train.targets_on_device, self.device)
-        self.aside_every = build.guard_aside_every(cfg)
         self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None,
-                                             aside_every=self.aside_every)
+                                             aside_every=build.guard_aside_every(cfg))
         self.evaluate_enabled = "eval" in pipelines
-        self.eval_set = self.guard_set = None
+        self.eval_set = None
         if self.evaluate_enabled:
-            eval_pipe, self.eval_normalize = build.split_device_normalize(pipelines["eval"], on_gpu)
-            self.eval_set = build.build_dataset(cfg, "eval", eval_pipe)
-            if self.aside_every:
-                self.guard_set = build.build_guard_dataset(cfg, eval_pipe, self.aside_every)
-                logger.info("start guard (train.guard_holdout %g): %d training photos set aside (every %dth), %d "
-                            "left to train on", cfg.train.guard_holdout, len(self.guard_set), self.aside_every,
-                            len(self.train_set))
+            self.eval_pipe, self.eval_normalize = build.split_device_normalize(pipelines["eval"], on_gpu)
+            self.eval_set = build.build_dataset(cfg, "eval", self.eval_pipe)
         self.train_loader = build.build_split_loader(cfg, "train", self.train_set, self.dist.rank,
                                                      self.dist.world_size, self.device)
         # Workers start on the first batch now, while the model is built (start-up overlap); a
@@ -152,11 +145,6 @@ class Trainer:
         model.to(self.device)
         model.to(memory_format=torch.channels_last)  # faster convolutions on GPUs and oneDNN CPUs alike
         self.model = model  # the raw module: checkpoints and EMA read it
-        self.start_model = None  # the start guard's: model.pretrained's weights, also after a resume
-        if self.aside_every:
-            self.start_model = build.build_model_from_config(cfg).requires_grad_(False).eval()
-            self.start_model.to(self.device)
-            self.start_model.to(memory_format=torch.channels_last)
         self.loss_fn.to(self.device)
 
     def _build_optimisation(self) -> None:
@@ -436,13 +424,7 @@ class Trainer:
         if not self.main:
             return
         weights = kept_model.state_dict()
-        # Without evaluation, "best" follows the lowest training loss, as in MindOCR.
-        if metric is not None:
-            score = metric
-        elif loss is not None:
-            score = -loss
-        else:
-            score = -math.inf
+        score = ranking_score(metric, loss)
         weights_ckpt = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
                         "textdet_version": __version__}
         if score > self.best:
