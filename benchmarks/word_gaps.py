@@ -37,7 +37,8 @@ def neighbour_gaps(words: list[list[list[float]]], scale: float = 1.0) -> list[f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("label_file", help="MindOCR label file: image path, tab, JSON list of boxes")
     parser.add_argument("--scale", type=float, default=1.0, help="training resize factor (default 1)")
     args = parser.parse_args()

@@ -180,15 +180,17 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("margin, kept", [(2.0, "start"), (-2.0, "trained")])
-def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root, tmp_path, margin, kept) -> None:
+def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root, tmp_path, margin,
+                                                      kept) -> None:
     """An f-score cannot beat the start by 2, and always beats it by -2: the epoch's checkpoint holds the
     imported weights exactly in the first case, trained ones in the second."""
     out = tmp_path / "out"
     assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
     run_dir = tmp_path / "run"
     overrides = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}",
-                 f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1", "train.gradient_accumulation_steps=1",
-                 "train.loader.num_workers=0", "eval.loader.num_workers=0", f"train.guard_margin={margin}",
+                 f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1",
+                 "train.gradient_accumulation_steps=1", "train.loader.num_workers=0",
+                 "eval.loader.num_workers=0", f"train.guard_margin={margin}",
                  "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
                  "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
     args = ["train", "-c", str(out / "v4.yaml")]

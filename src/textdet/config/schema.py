@@ -136,7 +136,8 @@ class TrainConfig:
     # textdet: share of the training photos set aside to compare each evaluated model with model.pretrained's
     # (the start guard, engine/guard.py); 0 = off
     guard_holdout: float = 0.0
-    guard_margin: float = 0.01  # textdet: the trained model is kept when it beats the start by this much there
+    # textdet: the trained model is kept when it beats the start by this much there
+    guard_margin: float = 0.01
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)

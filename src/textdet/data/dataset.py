@@ -43,9 +43,9 @@ class DetDataset(Dataset):
             records = set_aside(records, aside_every, aside_only)
             if not records:
                 part = "is set aside" if aside_only else "is left to train on"
-                raise DataError(f"{config_prefix}: none of its {total} labelled photos {part} when every "
-                                f"{aside_every}th one is (train.guard_holdout): change train.guard_holdout or add "
-                                "photos")
+                raise DataError(f"{config_prefix}: none of its {total} labelled photos {part} when "
+                                f"every {aside_every}th one is (train.guard_holdout): change "
+                                "train.guard_holdout or add photos")
         self.problems: list[Problem] = list(problems)
         self.records: list[LabelRecord] = []
         for r in records:
@@ -100,8 +100,9 @@ class DetDataset(Dataset):
 
 
 def set_aside(records: list, every: int, aside_only: bool) -> list:
-    """The records set aside (``aside_only``) or the rest: every ``every``-th one (the every-th, 2*every-th, ...)
-    in label-file order is set aside, so the two parts never share a photo and a resume picks the same ones."""
+    """The records set aside (``aside_only``) or the rest: every ``every``-th one (the every-th,
+    2*every-th, ...) in label-file order is set aside, so the two parts never share a photo and a resume
+    picks the same ones."""
     return [record for position, record in enumerate(records, 1) if (position % every == 0) == aside_only]
 
 

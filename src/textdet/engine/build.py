@@ -195,8 +195,8 @@ def guard_aside_every(cfg: Config) -> int:
     if not share:
         return 0
     if not 0 < share <= 0.5:
-        raise ConfigError(f"train.guard_holdout: {share} is not a share between 0 and 0.5 of the training photos "
-                          "(0.1 sets every 10th aside; 0 turns the start guard off)")
+        raise ConfigError(f"train.guard_holdout: {share} is not a share between 0 and 0.5 of the training "
+                          "photos (0.1 sets every 10th aside; 0 turns the start guard off)")
     if not cfg.model.pretrained:
         raise ConfigError("train.guard_holdout: the start guard compares the trained model with the one it "
                           "started from, but model.pretrained names none; set model.pretrained or "

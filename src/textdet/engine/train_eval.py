@@ -72,8 +72,8 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
     aside_every = build.guard_aside_every(cfg)
     if aside_every:
         aside_set = build.build_guard_dataset(cfg, eval_pipeline, aside_every)
-        logger.info("start guard (train.guard_holdout %g): %d training photos set aside (every %dth), not trained "
-                    "on", cfg.train.guard_holdout, len(aside_set), aside_every)
+        logger.info("start guard (train.guard_holdout %g): %d training photos set aside (every %dth), "
+                    "not trained on", cfg.train.guard_holdout, len(aside_set), aside_every)
         aside = evaluator_over(aside_set, build.build_postprocess_from_config(cfg),
                                build.build_metric_from_config(cfg))
         start_model = build.build_start_model(cfg, device)

@@ -113,7 +113,8 @@ class Trainer:
         on_gpu = is_accelerator(self.device)
         train_pipe, self.normalize = build.split_device_normalize(pipelines["train"], on_gpu)
         train_pipe, self.targets = split_device_targets(train_pipe, cfg.train.targets_on_device, self.device)
-        self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=self.targets is not None,
+        on_device = self.targets is not None
+        self.train_set = build.build_dataset(cfg, "train", train_pipe, device_targets=on_device,
                                              aside_every=build.guard_aside_every(cfg))
         self.evaluate_enabled = "eval" in pipelines
         self.eval_set = None
