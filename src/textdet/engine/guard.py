@@ -1,5 +1,5 @@
-"""The start guard (``train.guard_holdout``): fine-tuning never hands back a model worse than the one it
-started from.
+"""The start guard (``train.guard_holdout``): fine-tuning hands back the model it started from unless
+training beat it on training photos set aside for that.
 
 Fine-tuning an imported detector on photos it already fits (scanned receipts labelled as PP-OCR draws) moves
 it off its optimum: every epoch scored a little below the imported model (docs/DESIGN_NOTES.md, "Eleventh
