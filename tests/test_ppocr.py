@@ -15,6 +15,7 @@ from textdet.data.resize import DetResize
 from textdet.engine import build
 from textdet.engine.build import build_model_from_config
 from textdet.engine.finetune import freeze_batchnorm
+from textdet.engine.trainer import Trainer
 from textdet.errors import TextdetError
 from textdet.export import export_onnx
 from textdet.models import build_model
@@ -178,6 +179,20 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
+def guarded_train_args(yaml_path, synth_root, run_dir, margin: float, epochs: int) -> list[str]:
+    """``textdet train`` on the written YAML with tiny photos, one worker-less process, one step per photo."""
+    overrides = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}",
+                 f"train.ckpt_save_dir={run_dir}", f"scheduler.num_epochs={epochs}",
+                 "train.gradient_accumulation_steps=1", "train.loader.num_workers=0",
+                 "eval.loader.num_workers=0", f"train.guard_margin={margin}",
+                 "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
+                 "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+    args = ["train", "-c", str(yaml_path)]
+    for override in overrides:
+        args += ["-o", override]
+    return args
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("margin, kept", [(2.0, "start"), (-2.0, "trained")])
 def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root, tmp_path, margin,
@@ -187,16 +202,7 @@ def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root
     out = tmp_path / "out"
     assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
     run_dir = tmp_path / "run"
-    overrides = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}",
-                 f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1",
-                 "train.gradient_accumulation_steps=1", "train.loader.num_workers=0",
-                 "eval.loader.num_workers=0", f"train.guard_margin={margin}",
-                 "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
-                 "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
-    args = ["train", "-c", str(out / "v4.yaml")]
-    for override in overrides:
-        args += ["-o", override]
-    assert main(args) == 0
+    assert main(guarded_train_args(out / "v4.yaml", synth_root, run_dir, margin, epochs=1)) == 0
     record = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert record["kept"] == kept
     # 12 training photos: the 10th is set aside, 11 are trained on (one optimizer step each)
@@ -207,6 +213,56 @@ def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root
     imported = torch.load(out / "model.ckpt", weights_only=False)["model"]
     same = all(torch.equal(saved[key], imported[key]) for key in imported)
     assert same == (kept == "start")
+
+
+def test_check_data_lists_the_photos_the_guard_sets_aside(v4_shaped_onnx, synth_root, tmp_path, capsys) -> None:
+    """The written YAML sets every 10th training photo aside: of the 12 tiny ones, line 10 (img_10.jpg)."""
+    out = tmp_path / "out"
+    assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
+    capsys.readouterr()
+    assert main(["check-data", "-c", str(out / "v4.yaml"), "-o", f"train.dataset.dataset_root={synth_root}",
+                 "-o", f"eval.dataset.dataset_root={synth_root}"]) == 0
+    guard_lines = [line for line in capsys.readouterr().out.splitlines() if "guard" in line]
+    assert guard_lines == [
+        f"{synth_root}/train_gt.txt:10: set aside by the start guard: img_10.jpg",
+        "start guard: 1 training photos set aside (every 10th labelled photo), never trained on; "
+        "-o train.guard_holdout=0 trains on them too"]
+
+
+@pytest.mark.slow
+def test_guarded_run_killed_and_resumed_trains_on_from_its_own_weights(v4_shaped_onnx, synth_root,
+                                                                        tmp_path) -> None:
+    """With the start kept at epoch 1, e1.ckpt holds the imported weights but training goes on from the trained
+    ones: a run killed in epoch 2 and resumed ends with the same weights and guard scores as a straight run."""
+    out = tmp_path / "out"
+    assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
+    real_epoch = Trainer.train_one_epoch
+
+    def killed_in_second_epoch(self, epoch, num_epochs):
+        if epoch == 1:
+            raise KeyboardInterrupt
+        return real_epoch(self, epoch, num_epochs)
+
+    resumed_args = guarded_train_args(out / "v4.yaml", synth_root, resumed, margin=2.0, epochs=2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "train_one_epoch", killed_in_second_epoch)
+        assert main(resumed_args) == 130
+    assert main(resumed_args + ["-o", "model.resume=True"]) == 0
+    assert main(guarded_train_args(out / "v4.yaml", synth_root, straight, margin=2.0, epochs=2)) == 0
+
+    def guard_records(run_dir):
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [{key: json.loads(line)[key] for key in ("guard_trained", "guard_start", "kept")}
+                for line in lines]
+
+    assert guard_records(resumed) == guard_records(straight)
+    assert [record["kept"] for record in guard_records(straight)] == ["start", "start"]
+    imported = torch.load(out / "model.ckpt", weights_only=False)["model"]
+    resumed_weights = torch.load(resumed / "train_resume.ckpt", weights_only=False)["model"]
+    straight_weights = torch.load(straight / "train_resume.ckpt", weights_only=False)["model"]
+    assert all(torch.equal(resumed_weights[key], straight_weights[key]) for key in straight_weights)
+    assert not all(torch.equal(resumed_weights[key], imported[key]) for key in imported)
 
 
 def test_unknown_onnx_is_refused_naming_what_it_holds(tmp_path, capsys) -> None:

@@ -78,6 +78,19 @@ def dump_samples(cfg, dump_dir: str, n: int) -> list[str]:
     return written
 
 
+def print_guard_photos(cfg) -> None:
+    """The training photos the start guard sets aside (``train.guard_holdout``), picked as training picks
+    them, so that a user sees which photos the model will never learn from."""
+    every = build.guard_aside_every(cfg)
+    if not every:
+        return
+    aside = build.build_guard_dataset(cfg, build.build_pipeline(cfg, "eval"), every)
+    for record in aside.records:
+        print(f"{record.label_file}:{record.line_no}: set aside by the start guard: {record.rel_path}")
+    print(f"start guard: {len(aside)} training photos set aside (every {every}th labelled photo), never "
+          "trained on; -o train.guard_holdout=0 trains on them too")
+
+
 def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:
     """Print every problem of the train and eval sets and a summary; True when no sample is unusable."""
     ok = True
@@ -94,6 +107,8 @@ def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:
         ok = ok and errors == 0
         print(f"{split}: {len(dataset)} usable samples in {dataset.image_dir}; {errors} error(s) (sample skipped), "
               f"{counts.get('warning', 0)} warning(s) (annotation dropped or repaired)")
+        if split == "train":
+            print_guard_photos(cfg)
     if dump_dir:
         files = dump_samples(cfg, dump_dir, n_dump)
         print(f"dumped {len(files) // 2} training samples to {dump_dir} (.npz with the output columns, .png overlays)")
