@@ -1,6 +1,6 @@
-"""``textdet convert labelme|cocotext|labelstudio|mmocr|labels``: fixtures written as each tool writes them
-(from the formats' public specifications), converted through the real CLI, compared with the polygons
-they were made from.
+"""``textdet convert labelme|cocotext|labelstudio|mmocr|alto|page|labels``: fixtures written as each tool
+writes them (from the formats' public specifications), converted through the real CLI, compared with the
+polygons they were made from.
 
 One 200 x 100 image holds (pixels)::
 
@@ -294,3 +294,87 @@ def test_predictions_json_to_labelme_for_review(tmp_path: Path, capsys):
         from textdet.data.formats import convert_labels
 
         convert_labels("labels", str(tmp_path / "bad.json"), str(tmp_path / "r"), to="labelme")
+
+
+ALTO_V4 = """<?xml version="1.0" encoding="UTF-8"?>
+<alto xmlns="http://www.loc.gov/standards/alto/ns-v4#">
+  <Description>
+    <MeasurementUnit>pixel</MeasurementUnit>
+    <sourceImageInformation><fileName>C:\\scans\\img_1.jpg</fileName></sourceImageInformation>
+  </Description>
+  <Layout><Page WIDTH="200" HEIGHT="100"><PrintSpace><TextBlock>
+    <TextLine ID="line_a" HPOS="0" VPOS="0" WIDTH="1" HEIGHT="1">
+      <Shape><Polygon POINTS="10 10 90 12 88 40 12 38"/></Shape>
+      <String CONTENT="Hello"/><SP/><String CONTENT="there"/>
+    </TextLine>
+    <TextLine ID="line_b" HPOS="100" VPOS="50" WIDTH="80" HEIGHT="30">
+      <String CONTENT="World"><Shape><Polygon POINTS="0 0 5 0 5 5 0 5"/></Shape></String>
+    </TextLine>
+    <TextLine ID="line_c" HPOS="5" VPOS="5" WIDTH="0" HEIGHT="9"/>
+  </TextBlock></PrintSpace></Page></Layout>
+</alto>
+"""
+
+PAGE_2019 = """<?xml version="1.0" encoding="UTF-8"?>
+<PcGts xmlns="http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15">
+  <Page imageFilename="img_2.jpg" imageWidth="200" imageHeight="100">
+    <TextRegion id="r1"><Coords points="0,0 200,0 200,100 0,100"/>
+      <TextLine id="l1"><Coords points="10,10 90,12 88,40 12,38"/>
+        <TextEquiv><Unicode>Hello</Unicode></TextEquiv>
+      </TextLine>
+      <TextLine id="l2"><TextEquiv><Unicode>no outline</Unicode></TextEquiv></TextLine>
+      <TextLine id="l3"><Coords points="100,50 180,50 180,80 100,80"/>
+        <Word id="w1"><Coords points="100,50 120,50 120,60 100,60"/>
+          <TextEquiv><Unicode>Wor</Unicode></TextEquiv></Word>
+        <TextEquiv><Unicode>World</Unicode></TextEquiv>
+      </TextLine>
+    </TextRegion>
+  </Page>
+</PcGts>
+"""
+
+
+def test_alto_and_page_lines_become_text_regions(tmp_path: Path, capsys):
+    """ALTO: the line's own polygon (not its String's), else its HPOS/VPOS/WIDTH/HEIGHT box, the Strings
+    joined by spaces; a zero-width line is skipped. PAGE: each TextLine's Coords and its own TextEquiv (not a
+    Word's); a line without Coords is skipped. Image names lose the folders the export wrote; other XML is
+    skipped."""
+    (tmp_path / "alto").mkdir()
+    (tmp_path / "alto" / "img_1.xml").write_text(ALTO_V4, encoding="utf-8")
+    (tmp_path / "alto" / "mets.xml").write_text("<mets/>", encoding="utf-8")
+    summary = run("alto", tmp_path / "alto", "--out", tmp_path / "alto.txt", capsys=capsys)
+    assert "1 images, 2 text regions (0 ignore ###)" in summary
+    assert "1 x polygon with fewer than 3 points or zero area" in summary
+    assert "1 x XML file that is not ALTO" in summary
+    assert_regions(read_labels(tmp_path / "alto.txt")["img_1.jpg"], [("Hello there", A), ("World", B)])
+
+    (tmp_path / "page").mkdir()
+    (tmp_path / "page" / "img_2.xml").write_text(PAGE_2019, encoding="utf-8")
+    summary = run("page", tmp_path / "page", "--out", tmp_path / "page.txt", capsys=capsys)
+    assert "1 images, 2 text regions (0 ignore ###); skipped 1 x TextLine without Coords" in summary
+    assert_regions(read_labels(tmp_path / "page.txt")["img_2.jpg"], [("Hello", A), ("World", B)])
+
+
+@pytest.mark.parametrize("fmt, content, match", [
+    ("alto", ALTO_V4.replace(">pixel<", ">mm10<"), r"a\.xml: MeasurementUnit 'mm10': only pixel coordinates"),
+    ("alto", ALTO_V4.replace("88 40 12 38", "88 40 12"), r"a\.xml: TextLine line_a: expected x y pairs"),
+    ("alto", ALTO_V4.replace("<fileName>C:\\scans\\img_1.jpg</fileName>", ""),
+     r"a\.xml: no image file name in <sourceImageInformation><fileName>"),
+    ("page", PAGE_2019.replace(' imageFilename="img_2.jpg"', ""), r"a\.xml: no image file name in <Page"),
+    ("page", PAGE_2019.replace("</PcGts>", ""), r"a\.xml: not valid XML"),
+])
+def test_bad_alto_and_page_files_name_the_file_and_the_line(tmp_path: Path, fmt: str, content: str,
+                                                           match: str):
+    (tmp_path / "xml").mkdir()
+    (tmp_path / "xml" / "a.xml").write_text(content, encoding="utf-8")
+    from textdet.data.formats import convert_labels
+
+    with pytest.raises(DataError, match=match):
+        convert_labels(fmt, str(tmp_path / "xml"), str(tmp_path / "out.txt"))
+
+
+def test_a_folder_without_xml_is_refused(tmp_path: Path):
+    from textdet.data.formats import convert_labels
+
+    with pytest.raises(DataError, match="expected a folder of PAGE .xml files, found none"):
+        convert_labels("page", str(tmp_path), str(tmp_path / "out.txt"))
