@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -46,8 +47,22 @@ def pick_names(src: str, num: int) -> list[str]:
     if not names:
         raise SystemExit(f"{src}/data/img: no receipts with a box file in data/box; is --src a clone of "
                          "zzzDavid/ICDAR-2019-SROIE?")
+    return evenly_spaced(names, num)
+
+
+def evenly_spaced(names: list[str], num: int) -> list[str]:
+    """``num`` of the sorted ``names``, evenly spaced (all of them when there are fewer)."""
     count = min(num, len(names))
     return sorted({names[min(len(names) - 1, round(i * len(names) / count))] for i in range(count)})
+
+
+def shrink(image: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
+    """The image with its long side at most ``max_side`` (INTER_AREA), and the scale applied."""
+    h, w = image.shape[:2]
+    scale = min(1.0, max_side / max(h, w))
+    if scale < 1.0:
+        image = cv2.resize(image, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
+    return image, scale
 
 
 def box_path(src: str, name: str) -> str:
@@ -59,11 +74,8 @@ def receipt_record(src: str, name: str, out_dir: str, max_side: int) -> Record:
     image = cv2.imread(os.path.join(src, "data", "img", name), cv2.IMREAD_COLOR)
     if image is None:
         raise SystemExit(f"{src}/data/img/{name}: not a readable image")
+    image, scale = shrink(image, max_side)
     h, w = image.shape[:2]
-    scale = min(1.0, max_side / max(h, w))
-    if scale < 1.0:
-        image = cv2.resize(image, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
-        h, w = image.shape[:2]
     labels = []
     for text, points in read_boxes(box_path(src, name)):
         points = np.rint(order_quads(points[None] * scale)[0])
@@ -71,6 +83,22 @@ def receipt_record(src: str, name: str, out_dir: str, max_side: int) -> Record:
         labels.append({"transcription": text, "points": points.astype(int).tolist()})
     cv2.imwrite(os.path.join(out_dir, name), image, [cv2.IMWRITE_JPEG_QUALITY, 95])
     return name, labels
+
+
+def lay_out(names: list[str], out: str, what: str, write_record: Callable[[str, str], Record]) -> None:
+    """``names`` alternately to OUT/train and OUT/val: ``write_record(name, image folder)`` writes the image
+    and returns its labels; then OUT/train_gt.txt and OUT/test_gt.txt."""
+    splits = {"train": "train_gt.txt", "val": "test_gt.txt"}
+    records: dict[str, list[Record]] = {split: [] for split in splits}
+    for split in splits:
+        os.makedirs(os.path.join(out, split, "images"), exist_ok=True)
+    for position, name in enumerate(names):
+        split = "train" if position % 2 == 0 else "val"
+        records[split].append(write_record(name, os.path.join(out, split, "images")))
+    for split, label_file in splits.items():
+        write_label_file(records[split], os.path.join(out, label_file))
+        boxes = sum(len(labels) for _, labels in records[split])
+        print(f"{split}: {len(records[split])} {what}, {boxes} boxes -> {out}/{label_file}")
 
 
 def main() -> None:
@@ -81,18 +109,8 @@ def main() -> None:
     parser.add_argument("--num", type=int, default=120, help="receipts to take (default 120: 60 + 60)")
     parser.add_argument("--max-side", type=int, default=1600, help="longest side in pixels (default 1600)")
     args = parser.parse_args()
-    splits = {"train": "train_gt.txt", "val": "test_gt.txt"}
-    records: dict[str, list[Record]] = {split: [] for split in splits}
-    for split in splits:
-        os.makedirs(os.path.join(args.out, split, "images"), exist_ok=True)
-    for position, name in enumerate(pick_names(args.src, args.num)):
-        split = "train" if position % 2 == 0 else "val"
-        out_dir = os.path.join(args.out, split, "images")
-        records[split].append(receipt_record(args.src, name, out_dir, args.max_side))
-    for split, label_file in splits.items():
-        write_label_file(records[split], os.path.join(args.out, label_file))
-        boxes = sum(len(labels) for _, labels in records[split])
-        print(f"{split}: {len(records[split])} receipts, {boxes} boxes -> {args.out}/{label_file}")
+    lay_out(pick_names(args.src, args.num), args.out, "receipts",
+            lambda name, out_dir: receipt_record(args.src, name, out_dir, args.max_side))
 
 
 if __name__ == "__main__":
