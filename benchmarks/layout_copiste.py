@@ -18,12 +18,11 @@ cost a CPU about ten times an ICDAR2015 photo per step.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import cv2
 import numpy as np
-from layout_sroie import evenly_spaced, lay_out, shrink
+from layout_sroie import evenly_spaced, lay_out, layout_arguments, shrink
 
 from textdet.data.formats import Record, Summary, plain_points, read_alto
 
@@ -56,13 +55,7 @@ def page_record(src: str, name: str, lines: list[dict], out_dir: str, max_side: 
 
 
 def main() -> None:
-    formatter = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
-    parser.add_argument("--src", required=True, help="clone of banq-dcn/Copiste-d-un-jour")
-    parser.add_argument("--out", required=True, help="output folder, e.g. HW")
-    parser.add_argument("--num", type=int, default=120, help="pages to take (default 120: 60 + 60)")
-    parser.add_argument("--max-side", type=int, default=1100, help="longest side in pixels (default 1100)")
-    args = parser.parse_args()
+    args = layout_arguments(__doc__, "banq-dcn/Copiste-d-un-jour", "HW", "pages", max_side=1100)
     pages = read_pages(args.src)
     lay_out(evenly_spaced(sorted(pages), args.num), args.out, "pages",
             lambda name, out_dir: page_record(args.src, name, pages[name], out_dir, args.max_side))

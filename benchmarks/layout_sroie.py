@@ -101,14 +101,21 @@ def lay_out(names: list[str], out: str, what: str, write_record: Callable[[str, 
         print(f"{split}: {len(records[split])} {what}, {boxes} boxes -> {out}/{label_file}")
 
 
-def main() -> None:
+def layout_arguments(description: str, repository: str, example_out: str, what: str,
+                     max_side: int) -> argparse.Namespace:
+    """--src (a clone of ``repository``), --out, --num (60 + 60 by default) and --max-side."""
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
-    parser.add_argument("--src", required=True, help="clone of zzzDavid/ICDAR-2019-SROIE")
-    parser.add_argument("--out", required=True, help="output folder, e.g. DOC")
-    parser.add_argument("--num", type=int, default=120, help="receipts to take (default 120: 60 + 60)")
-    parser.add_argument("--max-side", type=int, default=1600, help="longest side in pixels (default 1600)")
-    args = parser.parse_args()
+    parser = argparse.ArgumentParser(description=description, formatter_class=formatter)
+    parser.add_argument("--src", required=True, help=f"clone of {repository}")
+    parser.add_argument("--out", required=True, help=f"output folder, e.g. {example_out}")
+    parser.add_argument("--num", type=int, default=120, help=f"{what} to take (default 120: 60 + 60)")
+    parser.add_argument("--max-side", type=int, default=max_side,
+                        help=f"longest side in pixels (default {max_side})")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = layout_arguments(__doc__, "zzzDavid/ICDAR-2019-SROIE", "DOC", "receipts", max_side=1600)
     lay_out(pick_names(args.src, args.num), args.out, "receipts",
             lambda name, out_dir: receipt_record(args.src, name, out_dir, args.max_side))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 
 import cv2
 import numpy as np
@@ -24,6 +26,19 @@ def load_benchmark(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_layout(name: str, src: str, out: str, max_side: int) -> tuple[list[list[str]], list[str]]:
+    """Run ``benchmarks/NAME.py --src SRC --out OUT``: the train split's (name, labels JSON) rows and the
+    val split's names."""
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
+    subprocess.run([sys.executable, script, "--src", src, "--out", out, "--max-side", str(max_side)],
+                   check=True, capture_output=True)
+    with open(os.path.join(out, "train_gt.txt"), encoding="utf-8") as f:
+        train = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    with open(os.path.join(out, "test_gt.txt"), encoding="utf-8") as f:
+        val = [line.split("\t")[0] for line in f if line.strip()]
+    return train, val
 
 
 def box(x0: int, y0: int, x1: int, y1: int) -> list[list[int]]:

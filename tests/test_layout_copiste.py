@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 
-LAYOUT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "layout_copiste.py")
+from conftest import run_layout
 
 ALTO = """<?xml version="1.0" encoding="UTF-8"?>
 <alto xmlns="http://www.loc.gov/standards/alto/ns-v4#">
@@ -38,12 +36,7 @@ def _clone(root: str) -> None:
 def test_layout_takes_handwritten_pages_alternately_and_shrinks_them_with_their_lines(tmp_path):
     src, out = str(tmp_path / "copiste"), str(tmp_path / "HW")
     _clone(src)
-    subprocess.run([sys.executable, LAYOUT, "--src", src, "--out", out, "--max-side", "1100"], check=True,
-                   capture_output=True)
-    with open(os.path.join(out, "train_gt.txt"), encoding="utf-8") as f:
-        train = [line.rstrip("\n").split("\t") for line in f if line.strip()]
-    with open(os.path.join(out, "test_gt.txt"), encoding="utf-8") as f:
-        val = [line.split("\t")[0] for line in f if line.strip()]
+    train, val = run_layout("layout_copiste", src, out, max_side=1100)
     assert [name for name, _ in train] == ["wikitexte_0001.jpg", "wikitexte_0003.jpg"]
     assert val == ["wikitexte_0002.jpg"]  # the imp_ page, with its unlabelled printed notice, is left out
     # 2200 x 1700 at half size: every coordinate halves

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 
-LAYOUT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "layout_sroie.py")
+from conftest import run_layout
 
 
 def _clone(root: str) -> None:
@@ -27,12 +25,7 @@ def _clone(root: str) -> None:
 def test_layout_alternates_splits_orders_points_and_shrinks_large_receipts(tmp_path):
     src, out = str(tmp_path / "sroie"), str(tmp_path / "DOC")
     _clone(src)
-    subprocess.run([sys.executable, LAYOUT, "--src", src, "--out", out, "--max-side", "1600"], check=True,
-                   capture_output=True)
-    with open(os.path.join(out, "train_gt.txt"), encoding="utf-8") as f:
-        train = [line.rstrip("\n").split("\t") for line in f if line.strip()]
-    with open(os.path.join(out, "test_gt.txt"), encoding="utf-8") as f:
-        val = [line.split("\t")[0] for line in f if line.strip()]
+    train, val = run_layout("layout_sroie", src, out, max_side=1600)
     assert [name for name, _ in train] == ["000.jpg", "002.jpg"] and val == ["001.jpg", "003.jpg"]
     labels = json.loads(train[0][1])
     # clockwise on screen from the top-left corner; the empty transcript is "do not care"
