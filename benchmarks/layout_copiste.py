@@ -49,7 +49,7 @@ def page_record(src: str, name: str, lines: list[dict], out_dir: str, max_side: 
     labels = []
     for line in lines:
         points = np.clip(np.array(line["points"], float) * scale, 0, [w - 1, h - 1])
-        labels.append({"transcription": line["transcription"], "points": plain_points(np.round(points, 2))})
+        labels.append({"transcription": line["transcription"], "points": plain_points(points)})
     cv2.imwrite(os.path.join(out_dir, name), image, [cv2.IMWRITE_JPEG_QUALITY, 95])
     return name, labels
 

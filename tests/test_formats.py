@@ -357,7 +357,7 @@ def test_alto_and_page_lines_become_text_regions(tmp_path: Path, capsys):
 
 @pytest.mark.parametrize("fmt, content, match", [
     ("alto", ALTO_V4.replace(">pixel<", ">mm10<"), r"a\.xml: MeasurementUnit 'mm10': only pixel coordinates"),
-    ("alto", ALTO_V4.replace("88 40 12 38", "88 40 12"), r"a\.xml: TextLine line_a: expected x y pairs"),
+    ("alto", ALTO_V4.replace("88 40 12 38", "88 40 12"), r"a\.xml: TextLine line_a: expected points"),
     ("alto", ALTO_V4.replace("<fileName>C:\\scans\\img_1.jpg</fileName>", ""),
      r"a\.xml: no image file name in <sourceImageInformation><fileName>"),
     ("page", PAGE_2019.replace(' imageFilename="img_2.jpg"', ""), r"a\.xml: no image file name in <Page"),
@@ -378,3 +378,12 @@ def test_a_folder_without_xml_is_refused(tmp_path: Path):
 
     with pytest.raises(DataError, match="expected a folder of PAGE .xml files, found none"):
         convert_labels("page", str(tmp_path), str(tmp_path / "out.txt"))
+
+
+def test_points_are_written_to_the_hundredth_and_whole_ones_as_integers():
+    """181.999 and 0.004 round to whole numbers and are written as integers (182, not 182.0); others keep two
+    decimals."""
+    from textdet.data.formats import plain_points
+
+    written = plain_points([[181.999, 3.14159], [7.0, 0.004]])
+    assert json.dumps(written) == "[[182, 3.14], [7, 0]]"

@@ -78,8 +78,9 @@ def plain_points(points: Any) -> list[list[int | float]]:
 
 
 def _json_number(value: float) -> int | float:
-    """``value`` as an int when it is whole, else rounded to 0.01."""
-    return int(value) if value.is_integer() else round(value, 2)
+    """``value`` rounded to 0.01, as an int when that is whole (181.999 -> 182, not 182.0)."""
+    rounded = round(value, 2)
+    return int(rounded) if rounded.is_integer() else rounded
 
 
 def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, summary: Summary) -> bool:
@@ -280,9 +281,7 @@ def _xml_points(value: str | None, where: str) -> list[list[float]]:
         numbers = [float(v) for v in (value or "").replace(",", " ").split()]
     except ValueError:
         raise DataError(f"{where}: points must be numbers, got {value[:80]!r}") from None
-    if not numbers or len(numbers) % 2:
-        raise DataError(f"{where}: expected x y pairs, got {str(value)[:80]!r}")
-    return [[x, y] for x, y in zip(numbers[::2], numbers[1::2], strict=True)]
+    return _points(numbers, where)
 
 
 def _xml_image_name(value: str | None, path: str, element: str) -> str:
@@ -314,8 +313,8 @@ def read_alto(src: str, summary: Summary) -> list[Record]:
             summary.skip(path, "XML file that is not ALTO (no <alto> root)")
             continue
         for unit in _descendants(root, "MeasurementUnit"):
-            if (unit.text or "").strip() not in ("", "pixel"):
-                unit_name = unit.text.strip()
+            unit_name = (unit.text or "").strip()
+            if unit_name not in ("", "pixel"):
                 raise DataError(f"{path}: MeasurementUnit {unit_name!r}: only pixel coordinates can be "
                                 "converted; export the ALTO with pixel units")
         names = _descendants(root, "fileName")
