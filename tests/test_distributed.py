@@ -13,7 +13,11 @@ import torch
 
 from conftest import RECIPE, tiny_overrides
 from textdet.engine.distributed import init_distributed
+from textdet.engine.evaluator import Evaluator, ThresholdSweep
+from textdet.engine.feed import DeviceInput
 from textdet.errors import ConfigError
+from textdet.metrics import DetMetric
+from textdet.postprocess import DBPostprocess
 
 
 def _free_port() -> int:
@@ -60,3 +64,32 @@ def test_torchrun_without_distribute_is_explained(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match="system.distribute is False.*system.distribute=true"):
         init_distributed(False, "cpu")
+
+
+def _summed_counts_on(rank: int, port: int, out_dir: str) -> None:
+    """One of two gloo ranks: the eval metric and every threshold-sweep cell hold rank-specific counts; after
+    the evaluator's reduce each rank writes what it holds."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    init_distributed(True, "cpu")
+    post, metric = DBPostprocess(), DetMetric()
+    evaluator = Evaluator(None, post, metric, DeviceInput(torch.device("cpu")), None,
+                          sweep=ThresholdSweep(post, metric))
+    scorers = [metric, *evaluator.sweep.metrics.values()]
+    for cell, scorer in enumerate(scorers):
+        scorer.set_counts([rank + cell, 1.0, 2.0 * rank, 3.0])
+    evaluator._sum_over_ranks()
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump([scorer.counts().tolist() for scorer in scorers], f)
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ranks_sum_the_sweep_counts_too_so_they_pick_the_same_thresholds(tmp_path):
+    """Each cell of the threshold grid (and the metric) ends with the sum over the two ranks: cell c held
+    [c, 1, 0, 3] on rank 0 and [1 + c, 1, 2, 3] on rank 1, so both hold [2c + 1, 2, 2, 6]."""
+    torch.multiprocessing.spawn(_summed_counts_on, args=(_free_port(), str(tmp_path)), nprocs=2)
+    held = [json.load(open(tmp_path / f"rank{rank}.json")) for rank in (0, 1)]
+    assert held[0] == held[1]
+    assert len(held[0]) == 1 + 36
+    assert held[0] == [[2.0 * cell + 1, 2.0, 2.0, 6.0] for cell in range(37)]

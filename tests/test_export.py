@@ -18,7 +18,7 @@ from textdet.data.resize import DetResize
 from textdet.engine import build
 from textdet.engine.evaluator import evaluate_checkpoint
 from textdet.errors import TextdetError
-from textdet.predict import Preprocess, preprocess_from_config, read_image
+from textdet.predict import Detector, Preprocess, preprocess_from_config, read_image
 
 pytest.importorskip("onnxruntime")
 from textdet import cli  # noqa: E402
@@ -124,3 +124,26 @@ def test_onnx_errors_name_the_problem(tmp_path):
         OnnxModel(rank3)
     with pytest.raises(TextdetError, match="cuda"):
         OnnxModel(rank3, device="tpu")
+
+
+def test_thresholds_a_checkpoint_carries_reach_predict_and_export(synth_root, tmp_path, capsys):
+    """A checkpoint with the pair its run chose (0.55 / 0.65) gives it to the Detector and to export's
+    advice; -o sets one of them back; a pair that is not a probability is refused, naming the file."""
+    opts, _, model, plain = save_tiny_model(synth_root, str(tmp_path))
+    ckpt = str(tmp_path / "chosen.ckpt")
+    chosen = {"binary_thresh": 0.55, "box_thresh": 0.65}
+    torch.save({"model": model.state_dict(), "postprocess": chosen}, ckpt)
+    detector = Detector.from_config(load_config(RECIPE, opts), ckpt)
+    assert (detector.postprocess.binary_thresh, detector.postprocess.box_thresh) == (0.55, 0.65)
+    assert "binary_thresh 0.55, box_thresh 0.65" in detector.thresholds_note
+    overridden = Detector.from_config(load_config(RECIPE, [*opts, "postprocess.box_thresh=0.8"]), ckpt)
+    assert (overridden.postprocess.binary_thresh, overridden.postprocess.box_thresh) == (0.55, 0.8)
+    assert Detector.from_config(load_config(RECIPE, opts), plain).thresholds_note == ""
+    args = argparse.Namespace(config=RECIPE, opt=opts, ckpt=ckpt, out=str(tmp_path / "m.onnx"), height=64,
+                              width=96, opset=17)
+    assert run_export(args) == 0
+    assert ("the ONNX file holds no thresholds: run predict --onnx and eval --onnx with "
+            "-o postprocess.binary_thresh=0.55 -o postprocess.box_thresh=0.65") in capsys.readouterr().out
+    torch.save({"model": model.state_dict(), "postprocess": {"binary_thresh": 6}}, ckpt)
+    with pytest.raises(TextdetError, match=r"chosen.ckpt: its postprocess.binary_thresh is 6, not a number"):
+        Detector.from_config(load_config(RECIPE, opts), ckpt)

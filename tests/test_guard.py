@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from torch import nn
 
@@ -19,10 +21,48 @@ class ScoredEvaluator:
     def __init__(self, scores: dict[nn.Module, float]) -> None:
         self.scores = scores
         self.calls: list[nn.Module] = []
+        self.sweep = None
 
     def run(self, model: nn.Module) -> dict[str, float]:
         self.calls.append(model)
         return {"recall": 0.0, "precision": 0.0, "f-score": self.scores[model]}
+
+
+class GridSweep:
+    """A ThresholdSweep stand-in: the grid of the model last run, from a table of f-scores by pair."""
+
+    def __init__(self, grids: dict[nn.Module, dict[tuple[float, float], float]]) -> None:
+        self.grids = grids
+        self.model: nn.Module | None = None
+
+    def results(self) -> dict:
+        grid = self.grids[self.model]
+        return {"grid": [{"binary_thresh": b, "box_thresh": t, "f-score": f} for (b, t), f in grid.items()]}
+
+
+class SweptEvaluator(ScoredEvaluator):
+    """An Evaluator stand-in whose sweep scores a threshold grid for each model."""
+
+    def __init__(self, grids: dict[nn.Module, dict[tuple[float, float], float]]) -> None:
+        super().__init__({model: grid[(0.3, 0.6)] for model, grid in grids.items()})
+        self.sweep = GridSweep(grids)
+
+    def run(self, model: nn.Module) -> dict[str, float]:
+        self.sweep.model = model
+        return super().run(model)
+
+
+class PairRecorder(ScoredEvaluator):
+    """An eval-split Evaluator stand-in that notes the thresholds its post-processing holds at each run."""
+
+    def __init__(self, scores: dict[nn.Module, float]) -> None:
+        super().__init__(scores)
+        self.postprocess = SimpleNamespace(binary_thresh=0.3, box_thresh=0.6)
+        self.pairs: list[tuple[float, float]] = []
+
+    def run(self, model: nn.Module) -> dict[str, float]:
+        self.pairs.append((self.postprocess.binary_thresh, self.postprocess.box_thresh))
+        return super().run(model)
 
 
 def test_every_nth_photo_is_set_aside_and_never_trained_on() -> None:
@@ -38,12 +78,12 @@ def test_guard_keeps_the_start_unless_the_trained_model_beats_it_by_the_margin()
     start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
     aside = ScoredEvaluator({start: 0.50, trained: 0.505})
     guard = StartGuard(start, aside, 25, "f-score", margin=0.01)
-    kept, record = guard.choose(trained)  # 0.505 < 0.50 + 0.01
-    assert kept is start
+    kept, record, thresholds = guard.choose(trained)  # 0.505 < 0.50 + 0.01
+    assert kept is start and thresholds is None
     assert record == {"guard_trained": 0.505, "guard_start": 0.50, "kept": "start"}
     aside.scores[trained] = 0.51  # exactly the margin: kept
-    kept, record = guard.choose(trained)
-    assert kept is trained and record["kept"] == "trained"
+    kept, record, thresholds = guard.choose(trained)
+    assert kept is trained and record["kept"] == "trained" and thresholds is None
     assert aside.calls == [start, trained, trained]  # the start is scored once
 
 
@@ -53,20 +93,57 @@ def test_an_evaluation_that_keeps_the_start_scores_it_once_on_the_eval_split() -
     evaluator = ScoredEvaluator({start: 0.94, trained: 0.93})
     evaluation = TrainEvaluation(Config(), evaluator, guard)
     for _ in range(2):
-        perf, kept = evaluation.run(trained)
-        assert kept is start
+        perf, kept, thresholds = evaluation.run(trained)
+        assert kept is start and thresholds is None
         assert perf["f-score"] == 0.94 and perf["kept"] == "start" and perf["guard_trained"] == 0.8
     assert evaluator.calls == [start]
+
+
+def test_with_thresholds_re_chosen_each_model_is_compared_at_its_best_pair() -> None:
+    """The start's best pair scores 0.55 (0.50 at its own 0.3/0.6): the trained model's best, 0.555 at
+    0.6/0.6, is not 0.01 above that, although it is 0.055 above the start's own pair; at 0.565 it is kept
+    with 0.6/0.6."""
+    start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
+    grids = {start: {(0.3, 0.6): 0.50, (0.5, 0.6): 0.55, (0.6, 0.6): 0.52},
+             trained: {(0.3, 0.6): 0.40, (0.5, 0.6): 0.50, (0.6, 0.6): 0.555}}
+    guard = StartGuard(start, SweptEvaluator(grids), 25, "f-score", margin=0.01)
+    kept, record, thresholds = guard.choose(trained)
+    assert kept is start and thresholds is None
+    assert record == {"guard_trained": 0.555, "guard_start": 0.55, "kept": "start"}
+    grids[trained][(0.6, 0.6)] = 0.565
+    kept, record, thresholds = guard.choose(trained)
+    assert kept is trained and record["guard_trained"] == 0.565
+    assert thresholds == {"binary_thresh": 0.6, "box_thresh": 0.6}
+
+
+def test_the_kept_trained_model_is_scored_with_its_pair_and_the_start_with_the_configs() -> None:
+    """The eval split scores the trained model at the pair the guard chose for it (and metrics.jsonl gets
+    the pair), the start at the config's 0.3/0.6; the post-processing is left with the config's pair."""
+    start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
+    grids = {start: {(0.3, 0.6): 0.50}, trained: {(0.3, 0.6): 0.40, (0.6, 0.7): 0.70}}
+    guard = StartGuard(start, SweptEvaluator(grids), 25, "f-score", margin=0.01)
+    evaluator = PairRecorder({start: 0.45, trained: 0.65})
+    evaluation = TrainEvaluation(Config(), evaluator, guard)
+    perf, kept, thresholds = evaluation.run(trained)
+    assert kept is trained and thresholds == {"binary_thresh": 0.6, "box_thresh": 0.7}
+    assert perf["f-score"] == 0.65 and perf["binary_thresh"] == 0.6 and perf["box_thresh"] == 0.7
+    grids[trained][(0.6, 0.7)] = 0.45  # a later epoch: the start is kept
+    perf, kept, thresholds = evaluation.run(trained)
+    assert kept is start and thresholds is None and "binary_thresh" not in perf
+    assert evaluator.pairs == [(0.6, 0.7), (0.3, 0.6)]
+    assert (evaluator.postprocess.binary_thresh, evaluator.postprocess.box_thresh) == (0.3, 0.6)
 
 
 @pytest.mark.parametrize("share, pretrained, validate, message", [
     (0.7, "m.ckpt", True, "not a share between 0 and 0.5"),
     (0.1, None, True, "model.pretrained names none"),
     (0.1, "m.ckpt", False, "system.val_while_train is false"),
+    (0.0, "m.ckpt", True, "train.guard_thresholds: the thresholds are re-chosen on the photos"),
 ])
 def test_guard_settings_that_cannot_work_are_refused(share, pretrained, validate, message) -> None:
     cfg = Config()
     cfg.train.guard_holdout, cfg.model.pretrained, cfg.system.val_while_train = share, pretrained, validate
+    cfg.train.guard_thresholds = True
     with pytest.raises(ConfigError, match=message):
         build.guard_aside_every(cfg)
 

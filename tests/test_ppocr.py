@@ -130,6 +130,7 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
     for cfg in written.values():
         assert cfg["train"]["freeze_bn"] is True
         assert cfg["train"]["guard_holdout"] == 0.1  # the start guard: every 10th training photo set aside
+        assert cfg["train"]["guard_thresholds"] is True  # which also re-choose the thresholds
         assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
         assert cfg["scheduler"]["warmup_epochs"] == 0.5
         assert cfg["model"]["head"]["adaptive"] is False  # P alone: no threshold map to make or learn
@@ -213,6 +214,32 @@ def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root
     imported = torch.load(out / "model.ckpt", weights_only=False)["model"]
     same = all(torch.equal(saved[key], imported[key]) for key in imported)
     assert same == (kept == "start")
+
+
+@pytest.mark.slow
+def test_thresholds_the_guard_chose_travel_with_the_checkpoint(v4_shaped_onnx, synth_root, tmp_path,
+                                                               capsys) -> None:
+    """The written YAML re-chooses the thresholds on the set-aside photo: the kept model's pair is saved in
+    its checkpoint; eval takes it from there (the run's own f-score again), and -o overrides one of the two."""
+    out = tmp_path / "out"
+    assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
+    run_dir = tmp_path / "run"
+    assert main(guarded_train_args(out / "v4.yaml", synth_root, run_dir, margin=-2.0, epochs=1)) == 0
+    record = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
+    chosen = {"binary_thresh": record["binary_thresh"], "box_thresh": record["box_thresh"]}
+    assert record["kept"] == "trained"
+    assert torch.load(run_dir / "e1.ckpt", weights_only=False)["postprocess"] == chosen
+    eval_args = ["eval", "-c", str(out / "v4.yaml"), "--ckpt", str(run_dir / "e1.ckpt"), "--json",
+                 "-o", f"eval.dataset.dataset_root={synth_root}",
+                 "-o", "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+    capsys.readouterr()
+    assert main(eval_args) == 0
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the log lines of train's handler
+    assert result["thresholds_from_checkpoint"] == chosen
+    assert result["f-score"] == pytest.approx(record["f-score"])
+    assert main([*eval_args, "-o", "postprocess.binary_thresh=0.45"]) == 0
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["thresholds_from_checkpoint"] == {"box_thresh": chosen["box_thresh"]}
 
 
 def test_check_data_lists_the_photos_the_guard_sets_aside(v4_shaped_onnx, synth_root, tmp_path, capsys) -> None:

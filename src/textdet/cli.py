@@ -305,6 +305,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
             f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
             f"{result['input_shapes']} input shape(s), checkpoint {result['checkpoint']})")
+    if "thresholds_from_checkpoint" in result:
+        from textdet.engine.checkpoint import thresholds_note
+
+        line += "\n" + thresholds_note(result["thresholds_from_checkpoint"])
     if args.json:
         print(json.dumps(result))
     elif args.sweep:

@@ -32,6 +32,7 @@ from textdet.device import pick_device
 from textdet.engine import build
 from textdet.engine.amp import AmpSettings, amp_settings
 from textdet.engine.buckets import mask_padding
+from textdet.engine.checkpoint import thresholds_note
 from textdet.errors import ConfigError, DataError, TextdetError
 from textdet.export import OnnxModel
 from textdet.postprocess import POSTPROCESSES, DBPostprocess
@@ -160,6 +161,7 @@ class Detector:
         self.batch_size = batch_size
         self.shape_buckets = parse_buckets(shape_buckets, "Detector shape_buckets")
         self.input_shapes: Counter = Counter()
+        self.thresholds_note = ""  # from_config: the thresholds its checkpoint brought, said in one line
 
     @classmethod
     def from_config(cls, cfg: Config, ckpt: str | None = None, device: str | None = None,
@@ -167,13 +169,15 @@ class Detector:
         """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on
         ``device`` (default: the accelerator if any), autocast per ``system.amp_level_infer``;
         pre/post-processing of ``cfg``; ``shape_buckets`` default: the config's ``eval.shape_buckets``."""
-        model, _ = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
+        model, _, adopted = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
         postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
         amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
         if shape_buckets is None:
             shape_buckets = cfg.eval.shape_buckets
-        return cls(TorchRunner(model, dev, amp), preprocess, postprocess, batch_size, shape_buckets)
+        detector = cls(TorchRunner(model, dev, amp), preprocess, postprocess, batch_size, shape_buckets)
+        detector.thresholds_note = thresholds_note(adopted)
+        return detector
 
     @classmethod
     def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,

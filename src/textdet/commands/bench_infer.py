@@ -131,7 +131,7 @@ class _Limited:
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s through the real Evaluator on the first ``n`` eval images, ``ms_per_image`` per (overlapping) part."""
     device = pick_device(args.device)
-    model, ckpt = build.load_model(cfg, args.ckpt, keys=())
+    model, ckpt, _ = build.load_model(cfg, args.ckpt, keys=())
     model.to(device).eval()
     amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
     evaluator = build_evaluator(cfg, build.validate(cfg, ("eval",))["eval"], device, is_accelerator(device), amp)
@@ -155,7 +155,7 @@ def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     build.validate(cfg, ("eval",))
     ds = cfg.eval.dataset
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
-    model, ckpt = build.load_model(cfg, args.ckpt, keys=())
+    model, ckpt, _ = build.load_model(cfg, args.ckpt, keys=())
     amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
     detector = Detector(TorchRunner(model, device, amp), preprocess_from_config(cfg),
                         build.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)

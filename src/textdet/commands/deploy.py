@@ -18,6 +18,7 @@ from textdet.data import buckets as bucketing
 from textdet.data.formats import plain_points, write_labelme
 from textdet.data.resize import DetResize
 from textdet.engine import build
+from textdet.engine.checkpoint import thresholds_note
 from textdet.errors import DataError, TextdetError
 from textdet.export_defaults import DEFAULT_EXPORT_HW
 from textdet.predict import PREDICT_CKPT_KEYS, Detector, Preprocess, find_images, preprocess_from_config, read_image
@@ -140,13 +141,15 @@ def run_predict(args: argparse.Namespace) -> int:
           f"{shapes} input shape{'s' if shapes != 1 else ''}{extra}; "
           f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else "")
           + (f", {len(results)} labelme files" if labelme else ""))
+    if detector.thresholds_note:
+        print(f"predict: {detector.thresholds_note}")
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
     """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
     cfg = load_config(args.config, args.opt)
-    model, _ = build.load_model(cfg, args.ckpt, PREDICT_CKPT_KEYS)
+    model, _, adopted = build.load_model(cfg, args.ckpt, PREDICT_CKPT_KEYS)
     postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
     model.eval()
     default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
@@ -168,4 +171,8 @@ def run_export(args: argparse.Namespace) -> int:
                            f"({len(check['onnx']['polys'])} vs {n}; max |P diff| {check['max_abs_diff']:.2e})")
     print(f"export: onnxruntime check on a {h}x{w} synthetic image: max |P_onnx - P_torch| = "
           f"{check['max_abs_diff']:.2e}, boxes {boxes} ({n})")
+    if adopted:  # an ONNX file holds no post-processing: say what to pass with it
+        overrides = " ".join(f"-o postprocess.{key}={value:g}" for key, value in adopted.items())
+        print(f"export: {thresholds_note(adopted)}; the ONNX file holds no thresholds: run predict --onnx "
+              f"and eval --onnx with {overrides}")
     return 0

@@ -307,7 +307,9 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
     cfg["loss"]["bce_replace"] = "diceloss"
     # The start guard: a tenth of the training photos set aside to compare each epoch's model with the
     # imported one, which is kept where fine-tuning does not beat it (photos it already fits: receipts).
-    cfg["train"].update(freeze_bn=True, gradient_accumulation_steps=4, guard_holdout=0.1)
+    # They also re-choose the thresholds for the fine-tuned model: its probability map's calibration moves.
+    cfg["train"].update(freeze_bn=True, gradient_accumulation_steps=4, guard_holdout=0.1,
+                        guard_thresholds=True)
     cfg["train"]["loader"]["batch_size"] = 1
     lr = RELEASE_FINE_TUNE_LR.get(release, FINE_TUNE_LR)
     epochs = RELEASE_FINE_TUNE_EPOCHS.get(release, arch.fine_tune_epochs)

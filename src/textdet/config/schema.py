@@ -138,6 +138,9 @@ class TrainConfig:
     guard_holdout: float = 0.0
     # textdet: the trained model is kept when it beats the start by this much there
     guard_margin: float = 0.01
+    # textdet: the set-aside photos also re-choose postprocess.binary_thresh/box_thresh for the trained model;
+    # its checkpoints carry them and eval/predict/export use them
+    guard_thresholds: bool = False
     pred_cast_fp32: bool | None = None
     max_call_depth: int | None = None
     dataset: DatasetConfig = field(default_factory=DatasetConfig)

@@ -20,7 +20,7 @@ from textdet.data.pipeline import Compose, FusedNormalize
 from textdet.data.resize import NormalizeImage, ToCHWImage
 from textdet.engine.amp import LossScaler
 from textdet.engine.buckets import EvalBatching, eval_batching
-from textdet.engine.checkpoint import load_weights, resolve_ckpt
+from textdet.engine.checkpoint import adopt_thresholds, load_weights, resolve_ckpt
 from textdet.engine.optim import build_optimizer_in_background, checked_lr_mult
 from textdet.engine.presets import MODEL_PRESETS as MODEL_PRESETS  # build.MODEL_PRESETS: what it builds
 from textdet.engine.presets import model_specs, preset_of
@@ -78,16 +78,19 @@ def zoo_checkpoint(cfg: Config, specs: dict[str, dict]) -> str:
     return MINDOCR_ZOO[name]
 
 
-def load_model(cfg: Config, ckpt: str | None,
-               keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[nn.Module, str | None]:
-    """The DBNet of ``cfg`` with ``resolve_ckpt``'s weights (random for ``keys=()`` and no ``ckpt``), and the path."""
+def load_model(cfg: Config, ckpt: str | None, keys: tuple[str, ...] = ("eval.ckpt_load_path",)
+               ) -> tuple[nn.Module, str | None, dict[str, float]]:
+    """The DBNet of ``cfg`` with ``resolve_ckpt``'s weights (random for ``keys=()`` and no ``ckpt``), the
+    path, and the thresholds taken from the checkpoint into ``cfg.postprocess`` (``adopt_thresholds``)."""
     path = None
     if ckpt or keys:
         path, what = resolve_ckpt(cfg, ckpt, keys)  # before building: a missing file fails first
     model = build_model_from_config(cfg, pretrained_backbone=False)
+    adopted: dict[str, float] = {}
     if path is not None:
-        load_weights(model, path, what)
-    return model, path
+        held = load_weights(model, path, what)
+        adopted = adopt_thresholds(cfg, held, path)
+    return model, path, adopted
 
 
 def build_loss_from_config(cfg: Config) -> nn.Module:
@@ -193,6 +196,10 @@ def guard_aside_every(cfg: Config) -> int:
     """``train.guard_holdout`` as "every n-th training photo" (0: the guard is off), checked."""
     share = cfg.train.guard_holdout
     if not share:
+        if cfg.train.guard_thresholds:
+            raise ConfigError("train.guard_thresholds: the thresholds are re-chosen on the photos the start "
+                              "guard sets aside, but train.guard_holdout is 0; set it (0.1 sets every 10th "
+                              "photo aside) or train.guard_thresholds: false")
         return 0
     if not 0 < share <= 0.5:
         raise ConfigError(f"train.guard_holdout: {share} is not a share between 0 and 0.5 of the training "

@@ -16,7 +16,8 @@ from textdet.config import Config
 from textdet.config.loader import get_key
 from textdet.errors import ConfigError, TextdetError
 from textdet.hub import download, is_url
-from textdet.models import read_state_dict, strip_wrappers
+from textdet.models import strip_wrappers
+from textdet.models.weights import read_weights_file, state_dict_in
 from textdet.unpickling import safe_load
 
 
@@ -57,15 +58,51 @@ def model_state(obj: dict) -> dict:
     return strip_wrappers(obj.get("model", obj))
 
 
-def load_weights(model: nn.Module, path: str, what: str) -> None:
+def load_weights(model: nn.Module, path: str, what: str) -> Any:
     """Load a checkpoint's model weights strictly (ours or MindOCR's .ckpt); a mismatch names the keys and the
-    config it came from. MindSpore files carry no BatchNorm ``num_batches_tracked``: not a mismatch."""
-    missing, unexpected = model.load_state_dict(read_state_dict(path, what), strict=False)
+    config it came from. MindSpore files carry no BatchNorm ``num_batches_tracked``: not a mismatch.
+    Returns what the file holds (the weights and, in ours, the run's other entries)."""
+    held = read_weights_file(path, what)
+    missing, unexpected = model.load_state_dict(state_dict_in(held, path, what), strict=False)
     missing = [k for k in missing if not k.endswith("num_batches_tracked")]
     if missing or unexpected:
         raise TextdetError(
             f"{what}: {path} does not fit the config's model ({len(missing)} missing keys, e.g. {missing[:3]}; "
             f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}); is it from a run with another backbone/neck/head?")
+    return held
+
+
+THRESHOLD_KEYS = ("binary_thresh", "box_thresh")
+
+
+def adopt_thresholds(cfg: Config, held: Any, path: str) -> dict[str, float]:
+    """The post-processing thresholds a training run chose for the checkpoint ``held`` (its "postprocess"
+    entry: the start guard's, ``train.guard_thresholds``) put into ``cfg.postprocess``, each unless
+    ``-o postprocess.KEY=...`` sets it: the weights and the thresholds that scored them belong together,
+    and the YAML's pair was chosen for other weights. Returns the values adopted."""
+    chosen = held.get("postprocess") if isinstance(held, dict) else None
+    if not isinstance(chosen, dict):
+        return {}
+    overridden = {o.split("=", 1)[0].strip() for o in getattr(getattr(cfg, "meta", None), "overrides", ())}
+    adopted = {}
+    for key in THRESHOLD_KEYS:
+        if key in chosen and f"postprocess.{key}" not in overridden:
+            value = chosen[key]
+            if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise TextdetError(f"{path}: its postprocess.{key} is {value!r}, not a number between 0 "
+                                   f"and 1; set one with -o postprocess.{key}=VALUE")
+            adopted[key] = float(value)
+    cfg.postprocess.update(adopted)
+    return adopted
+
+
+def thresholds_note(adopted: dict[str, float]) -> str:
+    """One line for the commands that print what they used: the thresholds taken from the checkpoint."""
+    if not adopted:
+        return ""
+    pairs = ", ".join(f"{key} {value:g}" for key, value in adopted.items())
+    return (f"post-processing thresholds from the checkpoint ({pairs}: chosen by its training run on "
+            "training photos set aside for it; -o postprocess.binary_thresh=... overrides)")
 
 
 def resolve_ckpt(cfg: Config, ckpt: str | None, keys: tuple[str, ...] = ("eval.ckpt_load_path",)) -> tuple[str, str]:

@@ -160,13 +160,22 @@ class Evaluator:
             if pending is not None:
                 pending.result()
         bar.close()
-        if distributed.info().enabled:  # NCCL reduces device tensors only
-            counts = torch.as_tensor(
-                np.asarray(self.metric.counts()), dtype=torch.float64, device=self.feed.device
-            )
-            self.metric.set_counts(distributed.all_reduce_sum(counts).cpu().numpy())
+        if distributed.info().enabled:
+            self._sum_over_ranks()
         model.train(was_training)
         return {k: float(v) for k, v in self.metric.compute().items()}
+
+
+    def _sum_over_ranks(self) -> None:
+        """Every rank's counts summed (the sweep's too: ranks must agree on the thresholds it picks), in
+        one all-reduce; NCCL reduces device tensors only."""
+        scorers = [self.metric]
+        if self.sweep is not None:
+            scorers.extend(self.sweep.metrics.values())
+        counts = np.stack([np.asarray(scorer.counts(), dtype=np.float64) for scorer in scorers])
+        summed = distributed.all_reduce_sum(torch.as_tensor(counts, device=self.feed.device)).cpu().numpy()
+        for scorer, scorer_counts in zip(scorers, summed, strict=True):
+            scorer.set_counts(scorer_counts)
 
 
 def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
@@ -218,12 +227,16 @@ def evaluate_checkpoint(
     progress: bool = False,
     sweep: bool = False,
 ) -> dict:
-    """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep)."""
+    """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep;
+    + the thresholds taken from the checkpoint, when its training run chose them)."""
     pipeline = validate(cfg, ("eval",))["eval"]
-    model, path = build.load_model(cfg, ckpt)
+    model, path, adopted = build.load_model(cfg, ckpt)
     dev = pick_device(device)
     model.to(dev).eval()
     amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
-    return timed_run(
+    result = timed_run(
         build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path
     )
+    if adopted:
+        result["thresholds_from_checkpoint"] = adopted
+    return result

@@ -8,6 +8,12 @@ each evaluation first scores the trained model on training photos set aside for 
 never the eval split) and keeps it only when it beats the start there by ``train.guard_margin``; otherwise
 that epoch's evaluation and checkpoints hold the start's weights. Training itself goes on from the trained
 weights either way: a later epoch can still win.
+
+With ``train.guard_thresholds`` the set-aside photos also re-choose the post-processing thresholds for the
+trained model: fine-tuning moves the probability map's calibration, so the imported model's binary_thresh
+stops fitting (ICDAR2015: 0.6 where PP-OCR ships 0.3; docs/DESIGN_NOTES.md, "Thirteenth round"). Both
+models are then compared at their best pair of the same grid, so the trained one gains nothing from having
+more pairs to pick from; the start keeps the config's thresholds, the ones it was published with.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ logger = logging.getLogger("textdet")
 
 class StartGuard:
     """Picks, at each evaluation, the trained model or ``start_model`` by the ``indicator`` on the photos
-    ``aside`` scores."""
+    ``aside`` scores; when ``aside`` sweeps thresholds, by each model's best pair, and the trained model
+    comes with its pair."""
 
     def __init__(self, start_model: nn.Module, aside: Evaluator, photos: int, indicator: str,
                  margin: float) -> None:
@@ -34,20 +41,40 @@ class StartGuard:
         self.margin = margin
         self.start_score: float | None = None  # the start's score on the set-aside photos, computed once
 
-    def choose(self, trained: nn.Module) -> tuple[nn.Module, dict]:
-        """The model to evaluate and save, and what the choice was made on (for metrics.jsonl)."""
+    def _score(self, model: nn.Module) -> tuple[float, dict | None]:
+        """``model``'s score on the set-aside photos, and the thresholds it is at its best with (None when
+        the thresholds are not re-chosen: the config's)."""
+        perf = self.aside.run(model)
+        if self.aside.sweep is None:
+            return perf[self.indicator], None
+        best = max(self.aside.sweep.results()["grid"], key=lambda row: row[self.indicator])
+        pair = {"binary_thresh": best["binary_thresh"], "box_thresh": best["box_thresh"]}
+        return best[self.indicator], pair
+
+    def choose(self, trained: nn.Module) -> tuple[nn.Module, dict, dict | None]:
+        """The model to evaluate and save, what the choice was made on (for metrics.jsonl), and the
+        thresholds chosen for it (None: the config's)."""
         if self.start_score is None:
-            self.start_score = self.aside.run(self.start_model)[self.indicator]
-        trained_score = self.aside.run(trained)[self.indicator]
+            self.start_score, _ = self._score(self.start_model)
+        trained_score, trained_thresholds = self._score(trained)
         keep_trained = trained_score >= self.start_score + self.margin
+        at_pair, start_at = "", ""
+        if trained_thresholds is not None:
+            at_pair = (f" (at its best thresholds: binary_thresh {trained_thresholds['binary_thresh']:g}, "
+                       f"box_thresh {trained_thresholds['box_thresh']:g})")
+            start_at = " at its best thresholds"
         if keep_trained:
-            logger.info("start guard: the trained model scores %s %.4f on the %d set-aside training photos, "
-                        "the start %.4f: kept", self.indicator, trained_score, self.photos, self.start_score)
+            logger.info("start guard: the trained model scores %s %.4f%s on the %d set-aside training "
+                        "photos, the start %.4f%s: kept", self.indicator, trained_score, at_pair, self.photos,
+                        self.start_score, start_at)
         else:
-            logger.info("start guard: the trained model scores %s %.4f on the %d set-aside training photos, "
-                        "not %.4f above the start's %.4f: this evaluation and this epoch's checkpoints hold "
-                        "the start's weights (training goes on from the trained ones)", self.indicator,
-                        trained_score, self.photos, self.margin, self.start_score)
+            logger.info("start guard: the trained model scores %s %.4f%s on the %d set-aside training "
+                        "photos, not %.4f above the start's %.4f%s: this evaluation and this epoch's "
+                        "checkpoints hold the start's weights (training goes on from the trained ones)",
+                        self.indicator, trained_score, at_pair, self.photos, self.margin, self.start_score,
+                        start_at)
         record = {"guard_trained": trained_score, "guard_start": self.start_score,
                   "kept": "trained" if keep_trained else "start"}
-        return (trained if keep_trained else self.start_model), record
+        if keep_trained:
+            return trained, record, trained_thresholds
+        return self.start_model, record, None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -14,7 +16,7 @@ from textdet.data.dataset import DetDataset
 from textdet.data.pipeline import Compose
 from textdet.engine import build
 from textdet.engine.amp import amp_settings
-from textdet.engine.evaluator import Evaluator
+from textdet.engine.evaluator import Evaluator, ThresholdSweep
 from textdet.engine.feed import DeviceInput
 from textdet.engine.guard import StartGuard
 
@@ -37,22 +39,40 @@ class TrainEvaluation:
             return False
         return (epoch - self.system.val_start_epoch) % self.system.val_interval == 0
 
-    def run(self, model: nn.Module) -> tuple[dict, nn.Module]:
-        """The metric's results and ``eval_time`` in seconds (and the guard's record), and the model they
-        are for: ``model``, or the start's when the guard keeps it."""
+    def run(self, model: nn.Module) -> tuple[dict, nn.Module, dict | None]:
+        """The metric's results and ``eval_time`` in seconds (and the guard's record), the model they
+        are for (``model``, or the start's when the guard keeps it) and the thresholds they were scored
+        with when the guard re-chose them (None: the config's)."""
         t0 = time.perf_counter()
-        chosen, record = model, {}
+        chosen, record, thresholds = model, {}, None
         if self.guard is not None:
-            chosen, record = self.guard.choose(model)
-        if chosen is model:
-            perf = self.evaluator.run(model)
-        else:
+            chosen, record, thresholds = self.guard.choose(model)
+        if chosen is not model:
             if self.start_perf is None:
                 self.start_perf = self.evaluator.run(chosen)
             perf = self.start_perf
+        elif thresholds is None:
+            perf = self.evaluator.run(model)
+        else:
+            with thresholds_set(self.evaluator.postprocess, thresholds):
+                perf = self.evaluator.run(model)
+            record.update(thresholds)
         seconds = time.perf_counter() - t0
         logger.info("Performance: %s, eval time: %.3f s", {k: round(v, 4) for k, v in perf.items()}, seconds)
-        return {**perf, **record, "eval_time": seconds}, chosen
+        return {**perf, **record, "eval_time": seconds}, chosen, thresholds
+
+
+@contextmanager
+def thresholds_set(postprocess, thresholds: dict) -> Iterator[None]:
+    """``postprocess`` with ``thresholds`` (binary_thresh, box_thresh) for the block, its own after."""
+    own = {name: getattr(postprocess, name) for name in thresholds}
+    for name, value in thresholds.items():
+        setattr(postprocess, name, value)
+    try:
+        yield
+    finally:
+        for name, value in own.items():
+            setattr(postprocess, name, value)
 
 
 def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | None, postprocess, metric,
@@ -61,7 +81,8 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
     """The eval loader (sharded over the ranks) and an Evaluator with ``system.amp_level_infer``, as
     `textdet eval`; ``normalize``: what the device normalises (``build.split_device_normalize``). With
     ``train.guard_holdout``, the start guard too: the set-aside training photos, read with ``eval_pipeline``,
-    and the model ``model.pretrained`` names (also after a resume)."""
+    and the model ``model.pretrained`` names (also after a resume); with ``train.guard_thresholds``, a
+    threshold grid scored there."""
     amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
 
     def evaluator_over(dataset: DetDataset, post, scorer) -> Evaluator:
@@ -72,10 +93,16 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
     aside_every = build.guard_aside_every(cfg)
     if aside_every:
         aside_set = build.build_guard_dataset(cfg, eval_pipeline, aside_every)
+        also = ""
+        if cfg.train.guard_thresholds:
+            also = "; the thresholds for the trained model are re-chosen there (train.guard_thresholds)"
         logger.info("start guard (train.guard_holdout %g): %d training photos set aside (every %dth), "
-                    "not trained on", cfg.train.guard_holdout, len(aside_set), aside_every)
-        aside = evaluator_over(aside_set, build.build_postprocess_from_config(cfg),
-                               build.build_metric_from_config(cfg))
+                    "not trained on%s", cfg.train.guard_holdout, len(aside_set), aside_every, also)
+        aside_post = build.build_postprocess_from_config(cfg)
+        aside_metric = build.build_metric_from_config(cfg)
+        aside = evaluator_over(aside_set, aside_post, aside_metric)
+        if cfg.train.guard_thresholds:
+            aside.sweep = ThresholdSweep(aside_post, aside_metric)
         start_model = build.build_start_model(cfg, device)
         guard = StartGuard(start_model, aside, len(aside_set), indicator, cfg.train.guard_margin)
     return TrainEvaluation(cfg, evaluator_over(eval_set, postprocess, metric), guard)

@@ -264,14 +264,14 @@ class Trainer:
             if epoch == self.epoch or epoch + 1 == num_epochs:
                 logger.info(throughput_verdict(summary, self.cfg, self.train_loader.batch_size, phases))
             with self.monitor.timed("evaluation"):
-                perf, kept_model = self._maybe_evaluate(epoch + 1)
+                perf, kept_model, thresholds = self._maybe_evaluate(epoch + 1)
             if "eval_time" in perf:
                 self.monitor.eta.last_eval_s = perf["eval_time"]
             record.update(perf)
             if writer:  # before the checkpoint: a kill in between leaves a record that resume trims
                 writer.write(record, self.global_step)
             with self.monitor.timed("checkpoint") as saving:
-                self._save(epoch + 1, perf.get(self.indicator), record.get("loss"), kept_model)
+                self._save(epoch + 1, perf.get(self.indicator), record.get("loss"), kept_model, thresholds)
             logger.info("checkpoints written in %.3f s", saving["seconds"])
             if writer:
                 writer.write_scalars({"ckpt_time": saving["seconds"]}, self.global_step)
@@ -412,22 +412,27 @@ class Trainer:
         """Whether (1-based) ``epoch`` ends with an evaluation."""
         return self.evaluation is not None and self.evaluation.due(epoch)
 
-    def _maybe_evaluate(self, epoch: int) -> tuple[dict, nn.Module]:
-        """The evaluation's results ({} when none is due) and the model the epoch's checkpoints hold: the
-        evaluated one (the start's, when the start guard keeps it)."""
+    def _maybe_evaluate(self, epoch: int) -> tuple[dict, nn.Module, dict | None]:
+        """The evaluation's results ({} when none is due), the model the epoch's checkpoints hold (the
+        evaluated one: the start's, when the start guard keeps it) and the thresholds the guard chose for it
+        (None: the config's)."""
         if not self.eval_due(epoch):
-            return {}, self.eval_model()
+            return {}, self.eval_model(), None
         return self.evaluation.run(self.eval_model())
 
-    def _save(self, epoch: int, metric: float | None, loss: float | None, kept_model: nn.Module) -> None:
-        """best.ckpt, e{N}.ckpt (policy) from ``kept_model`` and train_resume.ckpt, each written atomically
-        on rank 0."""
+    def _save(self, epoch: int, metric: float | None, loss: float | None, kept_model: nn.Module,
+              thresholds: dict | None = None) -> None:
+        """best.ckpt, e{N}.ckpt (policy) from ``kept_model`` (with the ``thresholds`` the start guard chose
+        for it: eval, predict and export use them) and train_resume.ckpt, each written atomically on
+        rank 0."""
         if not self.main:
             return
         weights = kept_model.state_dict()
         score = ranking_score(metric, loss)
         weights_ckpt = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
                         "textdet_version": __version__}
+        if thresholds is not None:
+            weights_ckpt["postprocess"] = dict(thresholds)
         if score > self.best:
             self.best = score
             checkpoint.atomic_save(weights_ckpt, os.path.join(self.run_dir, "best.ckpt"))

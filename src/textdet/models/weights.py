@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -75,16 +76,26 @@ def read_state_dict(path: str | os.PathLike, what: str = "weights") -> dict[str,
     """Tensors by our parameter names (``weights_only=True``) from a state_dict, a ``{"model"/"state_dict": ...}``
     checkpoint or a renamed MindSpore ``.ckpt``; ``module.``/``_orig_mod.`` wrapper prefixes stripped.
     """
+    return state_dict_in(read_weights_file(path, what), path, what)
+
+
+def read_weights_file(path: str | os.PathLike, what: str = "weights") -> Any:
+    """What a weights file holds, unpickled without running code (a MindSpore ``.ckpt`` as a state_dict by
+    our names): a checkpoint's other entries stay readable next to its weights."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{what}: weights file {str(path)!r} does not exist")
-    if is_ms_checkpoint(path):
-        obj, training = mindspore_to_torch_names(read_ms_checkpoint(path)[0])
-        if training:
-            logger.info("%s: %s: left out %d optimizer/training entries (e.g. %s)", what, path, len(training),
-                        training[:3])
-    else:
-        obj = safe_load(path, what)
+    if not is_ms_checkpoint(path):
+        return safe_load(path, what)
+    obj, training = mindspore_to_torch_names(read_ms_checkpoint(path)[0])
+    if training:
+        logger.info("%s: %s: left out %d optimizer/training entries (e.g. %s)", what, path, len(training),
+                    training[:3])
+    return obj
+
+
+def state_dict_in(obj: Any, path: str | os.PathLike, what: str = "weights") -> dict[str, torch.Tensor]:
+    """The state_dict ``read_weights_file`` found in ``path``: the file itself or its "model"/"state_dict"."""
     if isinstance(obj, Mapping):
         for key in ("model", "state_dict"):
             if isinstance(obj.get(key), Mapping):
