@@ -220,7 +220,7 @@ def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root
 def test_thresholds_the_guard_chose_travel_with_the_checkpoint(v4_shaped_onnx, synth_root, tmp_path,
                                                                capsys) -> None:
     """The written YAML re-chooses the thresholds on the set-aside photo: the kept model's pair is saved in
-    its checkpoint; eval takes it from there (the run's own f-score again), and -o overrides one of the two."""
+    its checkpoint; eval takes it from there (the run's own f-score again), and -o overrides one of them."""
     out = tmp_path / "out"
     assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
     run_dir = tmp_path / "run"
