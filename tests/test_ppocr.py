@@ -131,6 +131,7 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
         assert cfg["train"]["freeze_bn"] is True
         assert cfg["train"]["guard_holdout"] == 0.1  # the start guard: every 10th training photo set aside
         assert cfg["train"]["guard_thresholds"] is True  # which also re-choose the thresholds
+        assert cfg["system"]["ckpt_save_policy"] == "latest_k"  # the last epoch's checkpoint is kept
         assert not cfg["train"].get("freeze")  # nothing frozen: the backbone and neck learn too
         assert cfg["scheduler"]["warmup_epochs"] == 0.5
         assert cfg["model"]["head"]["adaptive"] is False  # P alone: no threshold map to make or learn
