@@ -413,26 +413,22 @@ class Trainer:
         return self.evaluation is not None and self.evaluation.due(epoch)
 
     def _maybe_evaluate(self, epoch: int) -> tuple[dict, nn.Module, dict | None]:
-        """The evaluation's results ({} when none is due), the model the epoch's checkpoints hold (the
-        evaluated one: the start's, when the start guard keeps it) and the thresholds the guard chose for it
-        (None: the config's)."""
+        """The evaluation's results ({} when none is due), the model the checkpoints hold (the start's when
+        the guard keeps it) and the thresholds the guard chose for it (None: the config's)."""
         if not self.eval_due(epoch):
             return {}, self.eval_model(), None
         return self.evaluation.run(self.eval_model())
 
     def _save(self, epoch: int, metric: float | None, loss: float | None, kept_model: nn.Module,
               thresholds: dict | None = None) -> None:
-        """best.ckpt, e{N}.ckpt (policy) from ``kept_model`` (with the ``thresholds`` the start guard chose
-        for it: eval, predict and export use them) and train_resume.ckpt, each written atomically on
-        rank 0."""
+        """best.ckpt, e{N}.ckpt (policy) from ``kept_model`` with the guard's ``thresholds`` for it, and
+        train_resume.ckpt, each written atomically on rank 0."""
         if not self.main:
             return
         weights = kept_model.state_dict()
         score = ranking_score(metric, loss)
         weights_ckpt = {"model": weights, "epoch": epoch, "metric": metric, "config": to_dict(self.cfg),
-                        "textdet_version": __version__}
-        if thresholds is not None:
-            weights_ckpt["postprocess"] = dict(thresholds)
+                        "textdet_version": __version__, **({"postprocess": thresholds} if thresholds else {})}
         if score > self.best:
             self.best = score
             checkpoint.atomic_save(weights_ckpt, os.path.join(self.run_dir, "best.ckpt"))
