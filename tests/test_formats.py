@@ -139,7 +139,7 @@ def test_cocotext_split_illegible_and_images_without_text(tmp_path: Path, capsys
     src = tmp_path / "cocotext.v2.json"
     src.write_text(json.dumps(cocotext_doc()), encoding="utf-8")
     with pytest.raises(DataError, match="holds train and val images; pick one with --split"):
-        from textdet.data.formats import convert_labels
+        from textdet.commands.convert import convert_labels
 
         convert_labels("cocotext", str(src), str(tmp_path / "x.txt"))
     assert "2 images, 3 text regions (1 ignore ###)" in run(
@@ -238,7 +238,7 @@ def test_mmocr_textdet_json(tmp_path: Path, capsys):
 ])
 def test_bad_files_name_the_file_and_the_entry(tmp_path: Path, fmt: str, content: str, match: str):
     (tmp_path / "m.json").write_text(content, encoding="utf-8")
-    from textdet.data.formats import convert_labels
+    from textdet.commands.convert import convert_labels
 
     with pytest.raises(DataError, match=match):
         convert_labels(fmt, str(tmp_path / "m.json"), str(tmp_path / "out.txt"))
@@ -249,7 +249,7 @@ def test_bad_labelme_shape_and_missing_image(labelme_dir: Path):
     labelme_file(labelme_dir / "ann" / "img_1.json", "../images/img_1.jpg",
                  [{"label": "a", "points": A, "shape_type": "polygon"},
                   {"label": "b", "points": [[1, 2], [3]], "shape_type": "polygon"}])
-    from textdet.data.formats import convert_labels
+    from textdet.commands.convert import convert_labels
 
     with pytest.raises(DataError, match=r"img_1\.json: shapes\[1\]: expected points"):
         convert_labels("labelme", str(labelme_dir / "ann"), str(labelme_dir / "o.txt"))
@@ -291,7 +291,7 @@ def test_predictions_json_to_labelme_for_review(tmp_path: Path, capsys):
     assert [(s["label"], s["points"], s["description"]) for s in doc["shapes"]] == [("", A, "score 0.870")]
     (tmp_path / "bad.json").write_text('{"a.jpg": {"points": []}}', encoding="utf-8")
     with pytest.raises(DataError, match="bad.json: expected predict's predictions.json"):
-        from textdet.data.formats import convert_labels
+        from textdet.commands.convert import convert_labels
 
         convert_labels("labels", str(tmp_path / "bad.json"), str(tmp_path / "r"), to="labelme")
 
@@ -367,14 +367,14 @@ def test_bad_alto_and_page_files_name_the_file_and_the_line(tmp_path: Path, fmt:
                                                            match: str):
     (tmp_path / "xml").mkdir()
     (tmp_path / "xml" / "a.xml").write_text(content, encoding="utf-8")
-    from textdet.data.formats import convert_labels
+    from textdet.commands.convert import convert_labels
 
     with pytest.raises(DataError, match=match):
         convert_labels(fmt, str(tmp_path / "xml"), str(tmp_path / "out.txt"))
 
 
 def test_a_folder_without_xml_is_refused(tmp_path: Path):
-    from textdet.data.formats import convert_labels
+    from textdet.commands.convert import convert_labels
 
     with pytest.raises(DataError, match="expected a folder of PAGE .xml files, found none"):
         convert_labels("page", str(tmp_path), str(tmp_path / "out.txt"))

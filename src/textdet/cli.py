@@ -11,7 +11,7 @@ import sys
 import time
 
 from textdet import __version__, textdet_home
-from textdet.data.formats import FORMATS
+from textdet.data.formats import FORMATS, SHAPES
 from textdet.errors import ConfigError, TextdetError
 from textdet.export_defaults import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="label: a MindOCR/PaddleOCR label file; labelme: one labelme JSON per image, to review")
         q.add_argument("--image-dir", help="the folder image names are relative to (labelme input: default the "
                        "input folder; --to labelme: where the images are, default .)")
+        q.add_argument("--shape", choices=SHAPES, default="outline",
+                       help="each region as drawn (outline), or its convex hull or minimum-area rectangle (quad): "
+                       "outlines that hug the ink (line masks) fall apart under DB's shrink; convert reports them")
         if name == "cocotext":
             q.add_argument("--split", choices=("train", "val"), help="which images, when the file holds both")
     q = formats.add_parser("mindocr", help="MindOCR/MindSpore .ckpt (file or URL) -> textdet checkpoint")

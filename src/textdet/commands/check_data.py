@@ -10,6 +10,10 @@ from collections import Counter
 import cv2
 import numpy as np
 
+from textdet.data.decode import IGNORE_TEXTS
+from textdet.data.label_shapes import split_advice, split_count
+from textdet.data.pipeline import build_transforms
+from textdet.data.targets import ShrinkBinaryMap
 from textdet.engine import build
 from textdet.errors import SampleError
 
@@ -26,6 +30,26 @@ def run_samples(dataset, seed: int) -> list[tuple[str, int, str, str]]:
                 found.append((r.label_file, r.line_no, "error", f"{r.rel_path}: {e}"))
         found += [(r.label_file, r.line_no, "warning", f"{r.rel_path}: {w.message}") for w in caught]
     return found
+
+
+def split_regions(cfg, dataset) -> tuple[list[tuple[str, int, str, str]], str]:
+    """Training label lines with regions whose DB shrink falls apart (data/label_shapes.py), as warnings, and
+    the advice for all of them ("" when none). The shrink is the training pipeline's ShrinkBinaryMap."""
+    transforms = build_transforms(cfg.train.dataset.transform_pipeline, fuse=False).transforms
+    shrink = next((t for t in transforms if isinstance(t, ShrinkBinaryMap)), None)
+    if shrink is None:
+        return [], ""
+    found = []
+    n_split = 0
+    n_regions = 0
+    for r in dataset.records:
+        split = split_count(r.annotations, shrink.min_text_size, shrink.shrink_ratio)
+        n_split += split
+        n_regions += sum(a["transcription"] not in IGNORE_TEXTS for a in r.annotations)
+        if split:
+            found.append((r.label_file, r.line_no, "warning", f"{r.rel_path}: {split} text region(s) split into "
+                          "several pieces when shrunk for the probability map"))
+    return found, (split_advice(n_split, n_regions, shrink.shrink_ratio) if n_split else "")
 
 
 def overlay(sample: dict) -> np.ndarray:
@@ -100,13 +124,16 @@ def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:
         dataset = build.build_dataset(cfg, split, build.build_pipeline(cfg, split))
         found = [(p.file, p.line_no, p.severity, p.message) for p in dataset.problems]
         found += run_samples(dataset, cfg.system.seed)
-        for file, line, severity, message in found:
-            print(f"{file}:{line}: {severity}: {message}")
         counts = Counter(s for _, _, s, _ in found)
+        shapes, advice = split_regions(cfg, dataset) if split == "train" else ([], "")
+        for file, line, severity, message in found + shapes:
+            print(f"{file}:{line}: {severity}: {message}")
         errors = counts.get("error", 0)
         ok = ok and errors == 0
         print(f"{split}: {len(dataset)} usable samples in {dataset.image_dir}; {errors} error(s) (sample skipped), "
               f"{counts.get('warning', 0)} warning(s) (annotation dropped or repaired)")
+        if advice:
+            print(f"{split}: warning: {advice}")
         if split == "train":
             print_guard_photos(cfg)
     if dump_dir:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from textdet.commands.ppocr import convert_ppocr
 from textdet.config import load_config
-from textdet.data.formats import convert_labels
+from textdet.data.formats import Summary, read_records, write_records
+from textdet.data.label_shapes import relabel, split_advice
 from textdet.data.labels import convert_icdar15
 from textdet.engine.build import build_model_from_config
 from textdet.engine.checkpoint import atomic_save
@@ -17,7 +19,7 @@ from textdet.models.weights import load_model_weights, weights_file
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    """Dispatch on ``args.format``; every label format in ``FORMATS`` goes through ``convert_labels``."""
+    """Dispatch on ``args.format``; every label format in ``FORMATS`` goes through ``_convert_labels``."""
     run = {"icdar15": _convert_icdar15, "ppocr": _convert_ppocr, "mindocr": _convert_mindocr}.get(args.format)
     return (run or _convert_labels)(args)
 
@@ -37,9 +39,22 @@ def _convert_ppocr(args: argparse.Namespace) -> int:
 
 def _convert_labels(args: argparse.Namespace) -> int:
     options = {"split": args.split} if getattr(args, "split", None) else {}
-    summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, **options)
+    summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, args.shape, **options)
     print(f"{args.format}: {summary} -> {args.out}")
+    if summary.split:
+        print(f"warning: {split_advice(summary.split, summary.regions - summary.ignored)}")
     return 0
+
+
+def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
+                   shape: str = "outline", **options: Any) -> Summary:
+    """Read ``src`` in format ``fmt`` (a FORMATS key), each region as ``shape`` (data/label_shapes.py); write a
+    label file or, ``to="labelme"``, labelme files. The summary counts the regions that still split."""
+    summary = Summary()
+    records = read_records(fmt, src, summary, image_dir, **options)
+    summary.split = relabel(records, shape)
+    write_records(records, out, to, image_dir)
+    return summary
 
 
 def _convert_mindocr(args: argparse.Namespace) -> int:

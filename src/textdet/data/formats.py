@@ -21,6 +21,7 @@ from textdet.errors import DataError
 
 logger = logging.getLogger("textdet")
 IGNORE = "###"
+SHAPES = ("outline", "hull", "quad")  # how convert writes each region (label_shapes.reshape_points)
 Record = tuple[str, list[dict]]
 
 
@@ -31,6 +32,7 @@ class Summary:
     images: int = 0
     regions: int = 0
     ignored: int = 0
+    split: int = 0  # text regions whose DB shrink falls apart into several pieces (label_shapes)
     skipped: Counter = field(default_factory=Counter)
 
     def skip(self, where: str, what: str) -> None:
@@ -392,11 +394,14 @@ def write_label_file(records: list[Record], out: str) -> None:
         f.writelines(format_label_line(name, anns) + "\n" for name, anns in records)
 
 
-def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
-                   **options: Any) -> Summary:
-    """Read ``src`` in format ``fmt`` (a FORMATS key); write a label file or, ``to="labelme"``, labelme files."""
-    summary = Summary()
+def read_records(fmt: str, src: str, summary: Summary, image_dir: str | None = None,
+                 **options: Any) -> list[Record]:
+    """Read ``src`` in format ``fmt`` (a FORMATS key), counting what is kept and skipped in ``summary``."""
     records = FORMATS[fmt](src, summary, **({"image_dir": image_dir} if fmt == "labelme" else {}), **options)
     summary.images = len(records)
+    return records
+
+
+def write_records(records: list[Record], out: str, to: str = "label", image_dir: str | None = None) -> None:
+    """A label file or, ``to="labelme"``, one labelme JSON per image (images in ``image_dir``)."""
     write_labelme(records, out, image_dir or ".") if to == "labelme" else write_label_file(records, out)
-    return summary

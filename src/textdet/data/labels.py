@@ -84,14 +84,27 @@ def _check_annotation(ann: object) -> tuple[dict | None, str | None, str | None]
 
 
 def _self_intersects(p: np.ndarray) -> bool:
-    """Do two non-adjacent edges of the closed polygon ``p`` (N, 2) properly cross?"""
+    """Do two non-adjacent edges of the closed polygon ``p`` (N, 2) properly cross?
+
+    Every pair of edges at once: a line outline from a handwriting tool has 70 points and ~2,400 edge pairs,
+    which a Python loop took 20 ms per polygon to test.
+    """
     n = len(p)
+    starts = p
+    ends = np.concatenate((p[1:], p[:1]))
+    step = ends - starts
 
-    def side(a, b, c) -> float:
-        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+    def side(edge: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """(n, n): which side of edge i (rows) point j (columns) lies on, as a signed cross product."""
+        return (step[edge, None, 0] * (points[None, :, 1] - starts[edge, None, 1])
+                - step[edge, None, 1] * (points[None, :, 0] - starts[edge, None, 0]))
 
-    edges = ((p[i], p[(i + 1) % n], p[j], p[(j + 1) % n]) for i in range(n) for j in range(i + 2, n - (i == 0)))
-    return any(side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0 for a, b, c, d in edges)
+    rows = np.arange(n)
+    ends_apart = side(rows, starts) * side(rows, ends) < 0  # [i, j]: edge j's ends on both sides of edge i
+    first, second = np.triu_indices(n, 2)
+    non_adjacent = ~((first == 0) & (second == n - 1))  # the last edge touches the first
+    first, second = first[non_adjacent], second[non_adjacent]
+    return bool((ends_apart[first, second] & ends_apart[second, first]).any())
 
 
 def _split_line(line: str) -> tuple[str, object] | str:
