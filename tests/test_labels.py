@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
+from textdet.data import labels
 from textdet.data.labels import (
     LabelRecord,
     Problem,
@@ -187,3 +189,15 @@ def test_convert_icdar15_empty_or_missing_folder(tmp_path) -> None:
         convert_icdar15(str(tmp_path), str(tmp_path / "gt.txt"))
     with pytest.raises(DataError, match="missing_dir"):
         convert_icdar15(str(tmp_path / "missing_dir"), str(tmp_path / "gt.txt"))
+
+
+@pytest.mark.parametrize("points, crossing", [
+    ([[10, 10], [50, 30], [50, 10], [10, 30]], True),  # a bow tie: edges 0 and 2 cross
+    ([[0, 0], [10, 0], [10, 10], [0, 10]], False),
+    ([[0, 0], [25, 0], [25, 8], [35, 8], [35, 0], [60, 0], [60, 20], [35, 20], [35, 12], [25, 12], [25, 20],
+      [0, 20]], False),  # concave, pinched, not crossing
+    ([[50, 0], [79, 90], [2, 35], [98, 35], [21, 90]], True),  # a pentagram drawn point to point
+    ([[0, 0], [10, 0], [10, 10], [5, 0.0], [0, 10]], False),  # touches an edge at a vertex: not a proper crossing
+])
+def test_self_intersection_is_a_proper_crossing_of_non_adjacent_edges(points, crossing):
+    assert labels._self_intersects(np.asarray(points, dtype=np.float64)) is crossing
