@@ -387,3 +387,13 @@ def test_points_are_written_to_the_hundredth_and_whole_ones_as_integers():
 
     written = plain_points([[181.999, 3.14159], [7.0, 0.004]])
     assert json.dumps(written) == "[[182, 3.14], [7, 0]]"
+
+
+def test_labels_mended_on_reading_are_converted_not_counted_as_skipped(tmp_path: Path, capsys):
+    """A repeated point is removed and the region kept; a two-point region is dropped: only it is skipped."""
+    repeated = [A[0], A[0], *A[1:]]
+    payload = [{"transcription": "Hello", "points": repeated}, {"transcription": "x", "points": [[0, 0], [5, 5]]}]
+    (tmp_path / "gt.txt").write_text(f"img_1.jpg\t{json.dumps(payload)}\n", encoding="utf-8")
+    summary = run("labels", tmp_path / "gt.txt", "--out", tmp_path / "out.txt", capsys=capsys)
+    assert "1 images, 1 text regions (0 ignore ###); skipped 1 x bad label line or annotation" in summary
+    assert_regions(read_labels(tmp_path / "out.txt")["img_1.jpg"], [("Hello", A)])

@@ -233,7 +233,10 @@ def read_labels(src: str, summary: Summary) -> list[Record]:
 
         records, problems = read_label_files(src)
         for p in problems:
-            summary.skip(str(p), "bad label line or annotation")
+            if p.repaired:
+                logger.warning("%s; kept", p)
+            else:
+                summary.skip(str(p), "bad label line or annotation")
         rows = [(r.rel_path, r.annotations, f"{r.label_file} line {r.line_no}") for r in records]
     out = []
     for name, items, where in rows:

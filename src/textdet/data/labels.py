@@ -40,6 +40,7 @@ class Problem:
     line_no: int
     message: str
     severity: str
+    repaired: bool = False  # a "warning" whose annotation was mended and kept, not dropped
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line_no}: {self.severity}: {self.message}"
@@ -147,7 +148,7 @@ def parse_label_line(line: str, label_file: str, line_no: int) -> tuple[LabelRec
             problems.append(Problem(label_file, line_no, f"annotation {i}: {reason}; dropped", "warning"))
             continue
         if repair:
-            problems.append(Problem(label_file, line_no, f"annotation {i}: {repair}", "warning"))
+            problems.append(Problem(label_file, line_no, f"annotation {i}: {repair}", "warning", repaired=True))
         clean.append(good)
     return LabelRecord(path, clean, label_file, line_no), problems
 
