@@ -200,4 +200,8 @@ def test_convert_icdar15_empty_or_missing_folder(tmp_path) -> None:
     ([[0, 0], [10, 0], [10, 10], [5, 0.0], [0, 10]], False),  # touches an edge at a vertex: not a proper crossing
 ])
 def test_self_intersection_is_a_proper_crossing_of_non_adjacent_edges(points, crossing):
-    assert labels._self_intersects(np.asarray(points, dtype=np.float64)) is crossing
+    """The loop (quads) and the matrix (outlines) give the same answer at every size."""
+    p = np.asarray(points, dtype=np.float64)
+    assert labels._self_intersects(p) is crossing
+    assert labels._crossing_by_loop(p) is crossing
+    assert labels._crossing_by_matrix(p) is crossing

@@ -56,7 +56,6 @@ def split_advice(n_split: int, n_regions: int, shrink_ratio: float = 0.4) -> str
             "curved lines), or convert the source again with --shape quad")
 
 
-
 def relabel(records: list[Record], shape: str) -> int:
     """Every region's points as ``shape`` (``reshape_points``), in place, written to the hundredth as
     ``convert`` writes them; returns how many text regions still split when shrunk."""
