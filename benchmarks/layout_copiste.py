@@ -14,6 +14,10 @@ Writes OUT/train/images + OUT/train_gt.txt and OUT/val/images + OUT/test_gt.txt:
 spaced over the sorted names, alternately to train and to val, shrunk (INTER_AREA) to ``--max-side`` with
 their polygons. PP-OCR's resize ("min" side 736) does not shrink larger images, so full-size scans would
 cost a CPU about ten times an ICDAR2015 photo per step.
+
+The polygons are the outlines as eScriptorium drew them, which fall apart under DB's shrink: to train on
+them, relabel the training lines as rectangles (``textdet convert labels OUT/train_gt.txt --shape quad``,
+docs/RESULTS.md, "Other real photos: handwriting"); score against the outlines.
 """
 
 from __future__ import annotations
