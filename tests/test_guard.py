@@ -10,6 +10,7 @@ from torch import nn
 from textdet.config import Config
 from textdet.data.dataset import set_aside
 from textdet.engine import build
+from textdet.engine.evaluator import best_row
 from textdet.engine.guard import StartGuard
 from textdet.engine.train_eval import TrainEvaluation
 from textdet.errors import ConfigError
@@ -37,7 +38,8 @@ class GridSweep:
 
     def results(self) -> dict:
         grid = self.grids[self.model]
-        return {"grid": [{"binary_thresh": b, "box_thresh": t, "f-score": f} for (b, t), f in grid.items()]}
+        return {"grid": [{"binary_thresh": b, "box_thresh": t, "f-score": f} for (b, t), f in grid.items()],
+                "fixed": {"binary_thresh": 0.3, "box_thresh": 0.6}}
 
 
 class SweptEvaluator(ScoredEvaluator):
@@ -114,6 +116,28 @@ def test_with_thresholds_re_chosen_each_model_is_compared_at_its_best_pair() -> 
     kept, record, thresholds = guard.choose(trained)
     assert kept is trained and record["guard_trained"] == 0.565
     assert thresholds == {"binary_thresh": 0.6, "box_thresh": 0.6}
+
+
+def test_among_equally_good_pairs_the_one_nearest_the_configs_is_chosen() -> None:
+    """Six set-aside pages score every box_thresh alike at binary_thresh 0.2 (as PP-OCRv5's did on
+    handwriting): the guard picks 0.2/0.6, next to the config's 0.3/0.6, not the grid's first row 0.2/0.3."""
+    start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
+    grids = {start: {(0.3, 0.6): 0.9888},
+             trained: {(0.2, 0.3): 1.0, (0.2, 0.6): 1.0, (0.2, 0.8): 1.0, (0.3, 0.6): 0.978, (0.4, 0.8): 0.989}}
+    guard = StartGuard(start, SweptEvaluator(grids), 6, "f-score", margin=0.01)
+    kept, _, thresholds = guard.choose(trained)
+    assert kept is trained and thresholds == {"binary_thresh": 0.2, "box_thresh": 0.6}
+
+
+def test_best_row_breaks_ties_by_the_distance_to_the_configs_pair() -> None:
+    fixed = {"binary_thresh": 0.3, "box_thresh": 0.6}
+    grid = [{"binary_thresh": b, "box_thresh": t, "f-score": f}
+            for b, t, f in [(0.2, 0.3, 0.9), (0.5, 0.5, 0.9), (0.3, 0.8, 0.9), (0.3, 0.6, 0.8), (0.7, 0.3, 0.95)]]
+    assert best_row(grid, "f-score", fixed)["binary_thresh"] == 0.7  # one best: no tie to break
+    grid[-1]["f-score"] = 0.9
+    # distances to 0.3/0.6: 0.2/0.3 is 0.4, 0.5/0.5 is 0.3, 0.3/0.8 is 0.2, 0.7/0.3 is 0.7
+    assert (best_row(grid, "f-score", fixed)["binary_thresh"], best_row(grid, "f-score", fixed)["box_thresh"]) == (
+        0.3, 0.8)
 
 
 def test_the_kept_trained_model_is_scored_with_its_pair_and_the_start_with_the_configs() -> None:

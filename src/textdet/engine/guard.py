@@ -22,7 +22,7 @@ import logging
 
 from torch import nn
 
-from textdet.engine.evaluator import Evaluator
+from textdet.engine.evaluator import Evaluator, best_row
 
 logger = logging.getLogger("textdet")
 
@@ -47,7 +47,8 @@ class StartGuard:
         perf = self.aside.run(model)
         if self.aside.sweep is None:
             return perf[self.indicator], None
-        best = max(self.aside.sweep.results()["grid"], key=lambda row: row[self.indicator])
+        sweep = self.aside.sweep.results()
+        best = best_row(sweep["grid"], self.indicator, sweep["fixed"])
         pair = {"binary_thresh": best["binary_thresh"], "box_thresh": best["box_thresh"]}
         return best[self.indicator], pair
 
