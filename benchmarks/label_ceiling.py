@@ -23,20 +23,13 @@ from textdet.data.decode import IGNORE_TEXTS
 from textdet.data.formats import SHAPES
 from textdet.data.label_shapes import reshape_points
 from textdet.data.labels import read_label_files
-from textdet.data.pipeline import build_transforms
 from textdet.data.targets import ShrinkBinaryMap
-from textdet.engine.build import build_postprocess_from_config
+from textdet.engine.build import build_postprocess_from_config, train_shrink
 from textdet.metrics.det_metric import DetMetric
 
 
-def shrink_of(cfg) -> ShrinkBinaryMap:
-    """The training pipeline's ShrinkBinaryMap (DB's defaults when the config has none)."""
-    transforms = build_transforms(cfg.train.dataset.transform_pipeline, fuse=False).transforms
-    return next((t for t in transforms if isinstance(t, ShrinkBinaryMap)), ShrinkBinaryMap())
-
-
 def ceiling(cfg, labels: str, images: str, shape: str, limit: int | None = None) -> dict[str, float]:
-    shrink = shrink_of(cfg)
+    shrink = train_shrink(cfg) or ShrinkBinaryMap()  # DB's defaults when the pipeline draws no target
     postprocess = build_postprocess_from_config(cfg)
     metric = DetMetric()
     records, _ = read_label_files(labels)

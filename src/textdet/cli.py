@@ -131,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--image-dir", help="the folder image names are relative to (labelme input: default the "
                        "input folder; --to labelme: where the images are, default .)")
         q.add_argument("--shape", choices=SHAPES, default="outline",
-                       help="each region as drawn (outline), or its convex hull or minimum-area rectangle (quad): "
-                       "outlines that hug the ink (line masks) fall apart under DB's shrink; convert reports them")
+                       help="each region as drawn (outline), or its convex hull, or its minimum-area "
+                       "rectangle (quad): outlines that hug the ink (line masks) fall apart under DB's "
+                       "shrink; convert reports them")
         if name == "cocotext":
             q.add_argument("--split", choices=("train", "val"), help="which images, when the file holds both")
     q = formats.add_parser("mindocr", help="MindOCR/MindSpore .ckpt (file or URL) -> textdet checkpoint")

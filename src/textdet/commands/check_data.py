@@ -12,8 +12,6 @@ import numpy as np
 
 from textdet.data.decode import IGNORE_TEXTS
 from textdet.data.label_shapes import split_advice, split_count
-from textdet.data.pipeline import build_transforms
-from textdet.data.targets import ShrinkBinaryMap
 from textdet.engine import build
 from textdet.errors import SampleError
 
@@ -35,8 +33,7 @@ def run_samples(dataset, seed: int) -> list[tuple[str, int, str, str]]:
 def split_regions(cfg, dataset) -> tuple[list[tuple[str, int, str, str]], str]:
     """Training label lines with regions whose DB shrink falls apart (data/label_shapes.py), as warnings, and
     the advice for all of them ("" when none). The shrink is the training pipeline's ShrinkBinaryMap."""
-    transforms = build_transforms(cfg.train.dataset.transform_pipeline, fuse=False).transforms
-    shrink = next((t for t in transforms if isinstance(t, ShrinkBinaryMap)), None)
+    shrink = build.train_shrink(cfg)
     if shrink is None:
         return [], ""
     found = []
@@ -47,8 +44,9 @@ def split_regions(cfg, dataset) -> tuple[list[tuple[str, int, str, str]], str]:
         n_split += split
         n_regions += sum(a["transcription"] not in IGNORE_TEXTS for a in r.annotations)
         if split:
-            found.append((r.label_file, r.line_no, "warning", f"{r.rel_path}: {split} text region(s) split into "
-                          "several pieces when shrunk for the probability map"))
+            message = f"{r.rel_path}: {split} text region(s) split into several pieces when shrunk for the " \
+                      "probability map"
+            found.append((r.label_file, r.line_no, "warning", message))
     return found, (split_advice(n_split, n_regions, shrink.shrink_ratio) if n_split else "")
 
 

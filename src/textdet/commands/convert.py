@@ -39,7 +39,8 @@ def _convert_ppocr(args: argparse.Namespace) -> int:
 
 def _convert_labels(args: argparse.Namespace) -> int:
     options = {"split": args.split} if getattr(args, "split", None) else {}
-    summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, args.shape, **options)
+    summary = convert_labels(args.format, args.input, args.out, args.to, args.image_dir, args.shape,
+                             **options)
     print(f"{args.format}: {summary} -> {args.out}")
     if summary.split:
         print(f"warning: {split_advice(summary.split, summary.regions - summary.ignored)}")
@@ -48,8 +49,9 @@ def _convert_labels(args: argparse.Namespace) -> int:
 
 def convert_labels(fmt: str, src: str, out: str, to: str = "label", image_dir: str | None = None,
                    shape: str = "outline", **options: Any) -> Summary:
-    """Read ``src`` in format ``fmt`` (a FORMATS key), each region as ``shape`` (data/label_shapes.py); write a
-    label file or, ``to="labelme"``, labelme files. The summary counts the regions that still split."""
+    """Read ``src`` in format ``fmt`` (a FORMATS key), each region as ``shape`` (data/label_shapes.py).
+    Write a label file or, ``to="labelme"``, labelme files. The summary counts the regions that still
+    split."""
     summary = Summary()
     records = read_records(fmt, src, summary, image_dir, **options)
     summary.split = relabel(records, shape)

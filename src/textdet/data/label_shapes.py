@@ -34,9 +34,13 @@ def reshape_points(points: Sequence[Sequence[float]], shape: str) -> np.ndarray:
     return poly
 
 
-def shrink_pieces(points: Sequence[Sequence[float]], min_text_size: float = 8, shrink_ratio: float = 0.4) -> int:
-    """How many pieces DB's shrink (ShrinkBinaryMap's rule) makes of one polygon: 0 when it is masked out
-    (thinner than ``min_text_size``, or its shrink vanishes), 1 for a learnable target, more when it splits."""
+def shrink_pieces(points: Sequence[Sequence[float]], min_text_size: float = 8,
+                  shrink_ratio: float = 0.4) -> int:
+    """How many pieces DB's shrink (ShrinkBinaryMap's rule) makes of one polygon.
+
+    0 when it is masked out (thinner than ``min_text_size``, or its shrink vanishes), 1 for a learnable
+    target, more when it splits.
+    """
     _, _, pieces = shrink_polygon(points, False, min_text_size, shrink_ratio)
     return len(pieces)
 
@@ -49,9 +53,10 @@ def split_count(annotations: list[dict], min_text_size: float = 8, shrink_ratio:
 
 def split_advice(n_split: int, n_regions: int, shrink_ratio: float = 0.4) -> str:
     """One sentence for ``convert`` and ``check-data``: what the split regions do to training, and the fix."""
-    return (f"{n_split} of {n_regions} text regions split into several pieces when shrunk for DB's probability "
-            f"map (shrink_ratio {shrink_ratio:g}): a detector trained on them learns to draw several boxes where "
-            "the label has one. Outlines that hug the ink do this (line masks from eScriptorium or Kraken); "
+    return (f"{n_split} of {n_regions} text regions split into several pieces when shrunk for DB's "
+            f"probability map (shrink_ratio {shrink_ratio:g}): a detector trained on them learns to draw "
+            "several boxes where the label has one. Outlines that hug the ink do this (line masks from "
+            "eScriptorium or Kraken); "
             "relabel with `textdet convert labels LABEL_FILE --shape quad --out NEW_FILE` (--shape hull for "
             "curved lines), or convert the source again with --shape quad")
 

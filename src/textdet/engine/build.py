@@ -27,6 +27,7 @@ from textdet.engine.presets import model_specs, preset_of
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.sections import build_pipeline as build_pipeline  # build.* for the commands
 from textdet.engine.sections import build_section
+from textdet.engine.sections import train_shrink as train_shrink  # build.* for the commands
 from textdet.engine.validate import validate as validate
 from textdet.errors import ConfigError
 from textdet.loss import LOSSES

@@ -75,7 +75,8 @@ class ThresholdSweep:
         """``{"fixed": the config's thresholds, "grid": [...], "best": the grid's best pair, labelled oracle}``."""
         grid = [{"binary_thresh": b, "box_thresh": t, **m.compute()} for (b, t), m in self.metrics.items()]
         key = next(iter(self.metrics.values())).main_indicator
-        return {"fixed": self.fixed, "grid": grid, "best": {**best_row(grid, key, self.fixed), "note": ORACLE}}
+        best = best_row(grid, key, self.fixed)
+        return {"fixed": self.fixed, "grid": grid, "best": {**best, "note": ORACLE}}
 
 
 def best_row(grid: list[dict], key: str, fixed: dict) -> dict:

@@ -11,6 +11,7 @@ from textdet.config import Config
 from textdet.config.components import build_component
 from textdet.config.loader import located
 from textdet.data.pipeline import Compose, build_transforms
+from textdet.data.targets import ShrinkBinaryMap
 from textdet.errors import ConfigError
 
 
@@ -31,3 +32,10 @@ def build_pipeline(cfg: Config, split: str, fuse: bool = True) -> Compose:
         raise ConfigError(f"{key} is empty: list the transforms (see the MindOCR det configs)")
     with located(cfg, key):
         return build_transforms(pipeline, fuse=fuse)
+
+
+def train_shrink(cfg: Config) -> ShrinkBinaryMap | None:
+    """The training pipeline's ShrinkBinaryMap, whose min_text_size and shrink_ratio decide which labels
+    split (data/label_shapes.py); None when the pipeline draws no DB target."""
+    transforms = build_pipeline(cfg, "train", fuse=False).transforms
+    return next((t for t in transforms if isinstance(t, ShrinkBinaryMap)), None)
