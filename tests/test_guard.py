@@ -17,12 +17,14 @@ from textdet.errors import ConfigError
 
 
 class ScoredEvaluator:
-    """An Evaluator stand-in: each model's f-score from a table, and every call counted."""
+    """An Evaluator stand-in: each model's f-score from a table, and every call counted; its metric
+    counts ``regions`` text regions (DetMetric.counts: recall sum, precision sum, detections, regions)."""
 
-    def __init__(self, scores: dict[nn.Module, float]) -> None:
+    def __init__(self, scores: dict[nn.Module, float], regions: int = 100) -> None:
         self.scores = scores
         self.calls: list[nn.Module] = []
         self.sweep = None
+        self.metric = SimpleNamespace(counts=lambda: [0.0, 0.0, float(regions), float(regions)])
 
     def run(self, model: nn.Module) -> dict[str, float]:
         self.calls.append(model)
@@ -87,6 +89,32 @@ def test_guard_keeps_the_start_unless_the_trained_model_beats_it_by_the_margin()
     kept, record, thresholds = guard.choose(trained)
     assert kept is trained and record["kept"] == "trained" and thresholds is None
     assert aside.calls == [start, trained, trained]  # the start is scored once
+
+
+@pytest.mark.parametrize("regions_aside, trained_score, kept_model", [
+    (89, 0.97, "start"),     # 0.02 above 0.95: less than 2 of 89 regions (0.0225)
+    (89, 0.975, "trained"),  # 0.025 above: more than two regions' worth
+    (400, 0.955, "start"),   # 2 of 400 regions is 0.005: guard_margin's 0.01 is the larger and decides
+    (400, 0.961, "trained"),
+])
+def test_on_few_regions_the_win_must_be_worth_guard_regions_of_them(regions_aside, trained_score,
+                                                                      kept_model) -> None:
+    """Six handwritten pages hold 89 lines, so 0.01 f-score is one line found, noise there: the trained
+    model must win by 2/89. On 400 regions the 0.01 margin is the larger."""
+    start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
+    aside = ScoredEvaluator({start: 0.95, trained: trained_score}, regions_aside)
+    guard = StartGuard(start, aside, 6, "f-score", margin=0.01, regions=2)
+    _, record, _ = guard.choose(trained)
+    assert record["kept"] == kept_model
+    assert guard.required == pytest.approx(max(0.01, 2 / regions_aside))
+
+
+def test_guard_regions_0_leaves_the_margin_alone() -> None:
+    start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
+    guard = StartGuard(start, ScoredEvaluator({start: 0.9888, trained: 1.0}, 89), 6, "f-score", margin=0.01,
+                       regions=0)
+    _, record, _ = guard.choose(trained)  # one line of 89 found: enough without guard_regions
+    assert record["kept"] == "trained" and guard.required == 0.01
 
 
 def test_an_evaluation_that_keeps_the_start_scores_it_once_on_the_eval_split() -> None:
@@ -169,6 +197,14 @@ def test_guard_settings_that_cannot_work_are_refused(share, pretrained, validate
     cfg.train.guard_holdout, cfg.model.pretrained, cfg.system.val_while_train = share, pretrained, validate
     cfg.train.guard_thresholds = True
     with pytest.raises(ConfigError, match=message):
+        build.guard_aside_every(cfg)
+
+
+def test_a_negative_least_win_is_refused() -> None:
+    cfg = Config()
+    cfg.train.guard_holdout, cfg.model.pretrained, cfg.system.val_while_train = 0.1, "m.ckpt", True
+    cfg.train.guard_regions = -1
+    with pytest.raises(ConfigError, match="train.guard_regions -1: .* cannot be negative"):
         build.guard_aside_every(cfg)
 
 

@@ -63,21 +63,22 @@ def converted(path: Path) -> list:
 
 def test_convert_reports_split_outlines_and_relabels_them(tmp_path: Path, capsys):
     labels = tmp_path / "gt.txt"
-    write_labels(labels, [("pinched", PINCHED), ("word", WORD), ("###", PINCHED)])
+    write_labels(labels, [("pinched", PINCHED), ("word", WORD), ("###", PINCHED), ("*", WORD)])
 
     assert cli.main(["convert", "labels", str(labels), "--out", str(tmp_path / "outline.txt")]) == 0
     out = capsys.readouterr().out
+    assert "1 images, 4 text regions (2 ignore, ### or *)" in out  # "*" is ignored in training too
     assert "warning: 1 of 2 text regions split into several pieces when shrunk" in out
     assert "--shape quad" in out
-    assert converted(tmp_path / "outline.txt") == [PINCHED, WORD, PINCHED]
+    assert converted(tmp_path / "outline.txt") == [PINCHED, WORD, PINCHED, WORD]
 
     assert cli.main(["convert", "labels", str(labels), "--out", str(tmp_path / "quad.txt"), "--shape", "quad"]) == 0
     assert "warning" not in capsys.readouterr().out
-    assert converted(tmp_path / "quad.txt") == [BOX, WORD, BOX]  # written to the hundredth: exact
+    assert converted(tmp_path / "quad.txt") == [BOX, WORD, BOX, WORD]  # written to the hundredth: exact
 
     assert cli.main(["convert", "labels", str(labels), "--out", str(tmp_path / "hull.txt"), "--shape", "hull"]) == 0
     assert [sorted(map(tuple, p)) for p in converted(tmp_path / "hull.txt")] == [
-        sorted(map(tuple, BOX)), sorted(map(tuple, WORD)), sorted(map(tuple, BOX))]
+        sorted(map(tuple, BOX)), sorted(map(tuple, WORD)), sorted(map(tuple, BOX)), sorted(map(tuple, WORD))]
 
 
 def test_check_data_names_the_training_lines_that_split(synth_root, tmp_path, capsys):

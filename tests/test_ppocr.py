@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -181,12 +182,14 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
-def guarded_train_args(yaml_path, synth_root, run_dir, margin: float, epochs: int) -> list[str]:
-    """``textdet train`` on the written YAML with tiny photos, one worker-less process, one step per photo."""
+def guarded_train_args(yaml_path, synth_root, run_dir, margin: float, epochs: int, regions: int = 0) -> list[str]:
+    """``textdet train`` on the written YAML with tiny photos, one worker-less process, one step per photo;
+    with ``regions`` 0 (train.guard_regions) ``margin`` alone decides what the guard keeps: -2 the trained
+    model, 2 the start."""
     overrides = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}",
                  f"train.ckpt_save_dir={run_dir}", f"scheduler.num_epochs={epochs}",
                  "train.gradient_accumulation_steps=1", "train.loader.num_workers=0",
-                 "eval.loader.num_workers=0", f"train.guard_margin={margin}",
+                 "eval.loader.num_workers=0", f"train.guard_margin={margin}", f"train.guard_regions={regions}",
                  "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
                  "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
     args = ["train", "-c", str(yaml_path)]
@@ -196,21 +199,26 @@ def guarded_train_args(yaml_path, synth_root, run_dir, margin: float, epochs: in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("margin, kept", [(2.0, "start"), (-2.0, "trained")])
+@pytest.mark.parametrize("margin, regions, kept", [(2.0, 2, "start"), (-2.0, 0, "trained")])
 def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root, tmp_path, margin,
-                                                      kept) -> None:
+                                                      regions, kept) -> None:
     """An f-score cannot beat the start by 2, and always beats it by -2: the epoch's checkpoint holds the
     imported weights exactly in the first case, trained ones in the second."""
     out = tmp_path / "out"
     assert main(["convert", "ppocr", v4_shaped_onnx, "--out", str(out), "--name", "v4"]) == 0
     run_dir = tmp_path / "run"
-    assert main(guarded_train_args(out / "v4.yaml", synth_root, run_dir, margin, epochs=1)) == 0
+    assert main(guarded_train_args(out / "v4.yaml", synth_root, run_dir, margin, epochs=1, regions=regions)) == 0
     record = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert record["kept"] == kept
     # 12 training photos: the 10th is set aside, 11 are trained on (one optimizer step each)
     log = (run_dir / "train.log").read_text()
     assert "1 training photos set aside (every 10th), not trained on" in log
     assert "Train samples: 11\n" in log
+    if regions:  # the margin used: the larger of 2.0 and 2 / the regions the 10th photo holds
+        tenth = (Path(synth_root) / "train_gt.txt").read_text().splitlines()[9].split("\t", 1)[1]
+        held = sum(1 for region in json.loads(tenth) if region["transcription"] != "###")
+        assert f"the 1 set-aside photos hold {held} text regions; the trained model is kept when it " \
+               "scores 2.0000 above the start (train.guard_margin 2, train.guard_regions 2)" in log
     saved = torch.load(run_dir / "e1.ckpt", weights_only=False)["model"]
     imported = torch.load(out / "model.ckpt", weights_only=False)["model"]
     same = all(torch.equal(saved[key], imported[key]) for key in imported)

@@ -138,6 +138,9 @@ class TrainConfig:
     guard_holdout: float = 0.0
     # textdet: the trained model is kept when it beats the start by this much there
     guard_margin: float = 0.01
+    # textdet: ... and by at least this many of the text regions set aside (each is ~1/N of the f-score);
+    # 0 = the margin alone
+    guard_regions: int = 2
     # textdet: the set-aside photos also re-choose postprocess.binary_thresh/box_thresh for the trained model;
     # its checkpoints carry them and eval/predict/export use them
     guard_thresholds: bool = False

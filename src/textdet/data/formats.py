@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 from xml.etree import ElementTree
 
+from textdet.data.decode import IGNORE_TEXTS
 from textdet.errors import DataError
 
 logger = logging.getLogger("textdet")
@@ -31,7 +32,7 @@ class Summary:
 
     images: int = 0
     regions: int = 0
-    ignored: int = 0
+    ignored: int = 0  # regions marked ### or * (not text to find)
     split: int = 0  # text regions whose DB shrink falls apart into several pieces (label_shapes)
     skipped: Counter = field(default_factory=Counter)
 
@@ -41,7 +42,7 @@ class Summary:
 
     def __str__(self) -> str:
         skipped = "; skipped " + ", ".join(f"{n} x {w}" for w, n in self.skipped.items()) if self.skipped else ""
-        return f"{self.images} images, {self.regions} text regions ({self.ignored} ignore {IGNORE}){skipped}"
+        return f"{self.images} images, {self.regions} text regions ({self.ignored} ignore, ### or *){skipped}"
 
 
 def _load_json(path: str) -> Any:
@@ -95,7 +96,7 @@ def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, su
     text = IGNORE if ignore or text == IGNORE else ("" if text is None else str(text))
     anns.append({"transcription": text, "points": plain_points(points)})
     summary.regions += 1
-    summary.ignored += text == IGNORE
+    summary.ignored += text in IGNORE_TEXTS  # "*" too: training ignores both (data/decode.py)
     return True
 
 

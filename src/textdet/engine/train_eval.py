@@ -104,5 +104,6 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
         if cfg.train.guard_thresholds:
             aside.sweep = ThresholdSweep(aside_post, aside_metric)
         start_model = build.build_start_model(cfg, device)
-        guard = StartGuard(start_model, aside, len(aside_set), indicator, cfg.train.guard_margin)
+        guard = StartGuard(start_model, aside, len(aside_set), indicator, cfg.train.guard_margin,
+                           cfg.train.guard_regions)
     return TrainEvaluation(cfg, evaluator_over(eval_set, postprocess, metric), guard)
