@@ -117,6 +117,16 @@ def test_guard_regions_0_leaves_the_margin_alone() -> None:
     assert record["kept"] == "trained" and guard.required == 0.01
 
 
+def test_set_aside_photos_without_text_are_reported(caplog) -> None:
+    start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
+    guard = StartGuard(start, ScoredEvaluator({start: 0.0, trained: 0.0}, 0), 6, "f-score", margin=0.01,
+                       regions=2)
+    with caplog.at_level("WARNING", logger="textdet"):
+        _, record, _ = guard.choose(trained)
+    assert record["kept"] == "start" and guard.required == 0.01
+    assert "hold no text regions to find" in caplog.text and "train.guard_holdout" in caplog.text
+
+
 def test_an_evaluation_that_keeps_the_start_scores_it_once_on_the_eval_split() -> None:
     start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
     guard = StartGuard(start, ScoredEvaluator({start: 0.9, trained: 0.8}), 25, "f-score", margin=0.0)

@@ -182,6 +182,12 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
+def regions_in_line(label_file: Path, line_no: int) -> int:
+    """The text regions (not ### or *) of one line of a label file."""
+    regions = json.loads(label_file.read_text(encoding="utf-8").splitlines()[line_no - 1].split("\t", 1)[1])
+    return sum(region["transcription"] not in ("###", "*") for region in regions)
+
+
 def guarded_train_args(yaml_path, synth_root, run_dir, margin: float, epochs: int, regions: int = 0) -> list[str]:
     """``textdet train`` on the written YAML with tiny photos, one worker-less process, one step per photo;
     with ``regions`` 0 (train.guard_regions) ``margin`` alone decides what the guard keeps: -2 the trained
@@ -215,8 +221,7 @@ def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root
     assert "1 training photos set aside (every 10th), not trained on" in log
     assert "Train samples: 11\n" in log
     if regions:  # the margin used: the larger of 2.0 and 2 / the regions the 10th photo holds
-        tenth = (Path(synth_root) / "train_gt.txt").read_text().splitlines()[9].split("\t", 1)[1]
-        held = sum(1 for region in json.loads(tenth) if region["transcription"] != "###")
+        held = regions_in_line(Path(synth_root) / "train_gt.txt", 10)
         assert f"the 1 set-aside photos hold {held} text regions; the trained model is kept when it " \
                "scores 2.0000 above the start (train.guard_margin 2, train.guard_regions 2)" in log
     saved = torch.load(run_dir / "e1.ckpt", weights_only=False)["model"]
@@ -259,10 +264,14 @@ def test_check_data_lists_the_photos_the_guard_sets_aside(v4_shaped_onnx, synth_
     assert main(["check-data", "-c", str(out / "v4.yaml"), "-o", f"train.dataset.dataset_root={synth_root}",
                  "-o", f"eval.dataset.dataset_root={synth_root}"]) == 0
     guard_lines = [line for line in capsys.readouterr().out.splitlines() if "guard" in line]
+    held = regions_in_line(Path(synth_root) / "train_gt.txt", 10)
     assert guard_lines == [
         f"{synth_root}/train_gt.txt:10: set aside by the start guard: img_10.jpg",
         "start guard: 1 training photos set aside (every 10th labelled photo), never trained on; "
-        "-o train.guard_holdout=0 trains on them too"]
+        "-o train.guard_holdout=0 trains on them too",
+        f"start guard: they hold {held} text regions; the trained model is kept when it scores "
+        f"{max(0.01, 2 / held):.4f} above the start there (the larger of train.guard_margin 0.01 and "
+        f"train.guard_regions 2 / {held})"]
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import numpy as np
 from textdet.data.decode import IGNORE_TEXTS
 from textdet.data.label_shapes import split_advice, split_count
 from textdet.engine import build
+from textdet.engine.guard import least_win
 from textdet.errors import SampleError
 
 
@@ -111,6 +112,16 @@ def print_guard_photos(cfg) -> None:
         print(f"{record.label_file}:{record.line_no}: set aside by the start guard: {record.rel_path}")
     print(f"start guard: {len(aside)} training photos set aside (every {every}th labelled photo), never "
           "trained on; -o train.guard_holdout=0 trains on them too")
+    regions = sum(a["transcription"] not in IGNORE_TEXTS for r in aside.records for a in r.annotations)
+    if not regions:
+        print("start guard: warning: they hold no text regions to find: both models would score 0 there, "
+              "the guard could not tell them apart and would keep the start; set aside more photos "
+              "(train.guard_holdout) or turn the guard off (train.guard_holdout: 0)")
+        return
+    required = least_win(cfg.train.guard_margin, cfg.train.guard_regions, regions)
+    print(f"start guard: they hold {regions} text regions; the trained model is kept when it scores "
+          f"{required:.4f} above the start there (the larger of train.guard_margin {cfg.train.guard_margin:g} "
+          f"and train.guard_regions {cfg.train.guard_regions} / {regions})")
 
 
 def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:

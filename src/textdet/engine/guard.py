@@ -33,6 +33,14 @@ from textdet.engine.evaluator import Evaluator, best_row
 logger = logging.getLogger("textdet")
 
 
+def least_win(margin: float, regions: int, regions_aside: int) -> float:
+    """How much higher the trained model must score than the start on the set-aside photos: the larger of
+    ``margin`` and ``regions`` of the ``regions_aside`` text regions they hold (each about 1/N of f-score)."""
+    if not regions or not regions_aside:
+        return margin
+    return max(margin, regions / regions_aside)
+
+
 class StartGuard:
     """Picks, at each evaluation, the trained model or ``start_model`` by the ``indicator`` on the photos
     ``aside`` scores; when ``aside`` sweeps thresholds, by each model's best pair, and the trained model
@@ -52,12 +60,16 @@ class StartGuard:
     def _required_margin(self) -> float:
         """The larger of ``margin`` and ``regions`` / the text regions the set-aside photos hold (the
         metric's count of regions that are not ignored, from the start's run)."""
-        if not self.regions:
-            return self.margin
         regions_aside = int(self.aside.metric.counts()[3])
         if not regions_aside:
+            logger.warning("start guard: the %d set-aside photos hold no text regions to find: both models score "
+                           "0 there, the guard cannot tell them apart and keeps the start; set aside more "
+                           "photos (train.guard_holdout) or turn the guard off (train.guard_holdout: 0)",
+                           self.photos)
             return self.margin
-        required = max(self.margin, self.regions / regions_aside)
+        if not self.regions:
+            return self.margin
+        required = least_win(self.margin, self.regions, regions_aside)
         logger.info("start guard: the %d set-aside photos hold %d text regions; the trained model is kept "
                     "when it scores %.4f above the start (train.guard_margin %g, train.guard_regions %d)",
                     self.photos, regions_aside, required, self.margin, self.regions)
