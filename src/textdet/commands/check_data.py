@@ -120,8 +120,8 @@ def print_guard_photos(cfg) -> None:
         return
     required = least_win(cfg.train.guard_margin, cfg.train.guard_regions, regions)
     print(f"start guard: they hold {regions} text regions; the trained model is kept when it scores "
-          f"{required:.4f} above the start there (the larger of train.guard_margin {cfg.train.guard_margin:g} "
-          f"and train.guard_regions {cfg.train.guard_regions} / {regions})")
+          f"{required:.4f} above the start there (the larger of train.guard_margin "
+          f"{cfg.train.guard_margin:g} and train.guard_regions {cfg.train.guard_regions} / {regions})")
 
 
 def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:

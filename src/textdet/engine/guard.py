@@ -62,9 +62,9 @@ class StartGuard:
         metric's count of regions that are not ignored, from the start's run)."""
         regions_aside = int(self.aside.metric.counts()[3])
         if not regions_aside:
-            logger.warning("start guard: the %d set-aside photos hold no text regions to find: both models score "
-                           "0 there, the guard cannot tell them apart and keeps the start; set aside more "
-                           "photos (train.guard_holdout) or turn the guard off (train.guard_holdout: 0)",
+            logger.warning("start guard: the %d set-aside photos hold no text regions to find: both models "
+                           "score 0 there, the guard cannot tell them apart and keeps the start; set aside "
+                           "more photos (train.guard_holdout) or turn the guard off (train.guard_holdout: 0)",
                            self.photos)
             return self.margin
         if not self.regions:
