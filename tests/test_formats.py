@@ -87,7 +87,7 @@ def test_labelme_folder_to_label_file_and_back(labelme_dir: Path, capsys):
     out = labelme_dir / "train.txt"
     summary = run("labelme", labelme_dir / "ann", "--image-dir", labelme_dir / "images", "--out", out,
                   capsys=capsys)
-    assert "2 images, 3 text regions (1 ignore, ### or *)" in summary
+    assert "2 images, 3 text regions (1 ignored: ### or *)" in summary
     assert "1 x labelme point shape" in summary and "1 x polygon with fewer than 3 points or zero area" in summary
     got = read_labels(out)
     assert list(got) == ["img_1.jpg", "sub/img_2.jpg"]
@@ -142,7 +142,7 @@ def test_cocotext_split_illegible_and_images_without_text(tmp_path: Path, capsys
         from textdet.commands.convert import convert_labels
 
         convert_labels("cocotext", str(src), str(tmp_path / "x.txt"))
-    assert "2 images, 3 text regions (1 ignore, ### or *)" in run(
+    assert "2 images, 3 text regions (1 ignored: ### or *)" in run(
         "cocotext", src, "--split", "train", "--out", tmp_path / "train.txt", capsys=capsys)
     got = read_labels(tmp_path / "train.txt")
     assert list(got) == ["COCO_train2014_000000000007.jpg", "COCO_train2014_000000000009.jpg"]
@@ -196,7 +196,7 @@ def test_labelstudio_ocr_export(tmp_path: Path, capsys):
     src = tmp_path / "project-1.json"
     src.write_text(json.dumps(tasks), encoding="utf-8")
     summary = run("labelstudio", src, "--out", tmp_path / "l.txt", capsys=capsys)
-    assert "2 images, 4 text regions (1 ignore, ### or *); skipped 1 x task without a completed annotation" in summary
+    assert "2 images, 4 text regions (1 ignored: ### or *); skipped 1 x task without a completed annotation" in summary
     got = read_labels(tmp_path / "l.txt")
     assert list(got) == ["img_1.jpg", "img_2.jpg"]
     assert_regions(got["img_1.jpg"], [("Hello", A), ("World", B), ("###", [[20, 60], [20, 80], [10, 80], [10, 60]])],
@@ -219,7 +219,7 @@ def test_mmocr_textdet_json(tmp_path: Path, capsys):
                {"polygon": [1, 1, 5, 5], "bbox": [1, 1, 5, 5], "bbox_label": 0, "ignore": False}]}]}
     src = tmp_path / "textdet_train.json"
     src.write_text(json.dumps(doc), encoding="utf-8")
-    assert "1 images, 3 text regions (1 ignore, ### or *); skipped 1 x polygon" in run(
+    assert "1 images, 3 text regions (1 ignored: ### or *); skipped 1 x polygon" in run(
         "mmocr", src, "--out", tmp_path / "l.txt", capsys=capsys)
     assert_regions(read_labels(tmp_path / "l.txt")["textdet_imgs/train/img_1.jpg"], EXPECTED)
 
@@ -284,7 +284,7 @@ def test_predictions_json_to_labelme_for_review(tmp_path: Path, capsys):
     image = str((tmp_path / "images" / "img_1.jpg").resolve())
     preds = {image: [{"points": A, "score": 0.87}, {"points": [[0, 0], [5, 5], [9, 9], [2, 2]], "score": 0.5}]}
     (tmp_path / "predictions.json").write_text(json.dumps(preds), encoding="utf-8")
-    assert "1 images, 1 text regions (0 ignore, ### or *); skipped 1 x polygon" in run(
+    assert "1 images, 1 text regions (0 ignored: ### or *); skipped 1 x polygon" in run(
         "labels", tmp_path / "predictions.json", "--to", "labelme", "--out", tmp_path / "rev", capsys=capsys)
     doc = json.loads((tmp_path / "rev" / "img_1.json").read_text(encoding="utf-8"))
     assert doc["imagePath"] == "../images/img_1.jpg"
@@ -343,7 +343,7 @@ def test_alto_and_page_lines_become_text_regions(tmp_path: Path, capsys):
     (tmp_path / "alto" / "img_1.xml").write_text(ALTO_V4, encoding="utf-8")
     (tmp_path / "alto" / "mets.xml").write_text("<mets/>", encoding="utf-8")
     summary = run("alto", tmp_path / "alto", "--out", tmp_path / "alto.txt", capsys=capsys)
-    assert "1 images, 2 text regions (0 ignore, ### or *)" in summary
+    assert "1 images, 2 text regions (0 ignored: ### or *)" in summary
     assert "1 x polygon with fewer than 3 points or zero area" in summary
     assert "1 x XML file that is not ALTO" in summary
     assert_regions(read_labels(tmp_path / "alto.txt")["img_1.jpg"], [("Hello there", A), ("World", B)])
@@ -351,7 +351,7 @@ def test_alto_and_page_lines_become_text_regions(tmp_path: Path, capsys):
     (tmp_path / "page").mkdir()
     (tmp_path / "page" / "img_2.xml").write_text(PAGE_2019, encoding="utf-8")
     summary = run("page", tmp_path / "page", "--out", tmp_path / "page.txt", capsys=capsys)
-    assert "1 images, 2 text regions (0 ignore, ### or *); skipped 1 x TextLine without Coords" in summary
+    assert "1 images, 2 text regions (0 ignored: ### or *); skipped 1 x TextLine without Coords" in summary
     assert_regions(read_labels(tmp_path / "page.txt")["img_2.jpg"], [("Hello", A), ("World", B)])
 
 
@@ -395,5 +395,5 @@ def test_labels_mended_on_reading_are_converted_not_counted_as_skipped(tmp_path:
     payload = [{"transcription": "Hello", "points": repeated}, {"transcription": "x", "points": [[0, 0], [5, 5]]}]
     (tmp_path / "gt.txt").write_text(f"img_1.jpg\t{json.dumps(payload)}\n", encoding="utf-8")
     summary = run("labels", tmp_path / "gt.txt", "--out", tmp_path / "out.txt", capsys=capsys)
-    assert "1 images, 1 text regions (0 ignore, ### or *); skipped 1 x bad label line or annotation" in summary
+    assert "1 images, 1 text regions (0 ignored: ### or *); skipped 1 x bad label line or annotation" in summary
     assert_regions(read_labels(tmp_path / "out.txt")["img_1.jpg"], [("Hello", A)])

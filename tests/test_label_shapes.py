@@ -67,7 +67,7 @@ def test_convert_reports_split_outlines_and_relabels_them(tmp_path: Path, capsys
 
     assert cli.main(["convert", "labels", str(labels), "--out", str(tmp_path / "outline.txt")]) == 0
     out = capsys.readouterr().out
-    assert "1 images, 4 text regions (2 ignore, ### or *)" in out  # "*" is ignored in training too
+    assert "1 images, 4 text regions (2 ignored: ### or *)" in out  # "*" is ignored in training too
     assert "warning: 1 of 2 text regions split into several pieces when shrunk" in out
     assert "--shape quad" in out
     assert converted(tmp_path / "outline.txt") == [PINCHED, WORD, PINCHED, WORD]

@@ -223,7 +223,8 @@ def test_written_yaml_saves_the_model_the_guard_keeps(v4_shaped_onnx, synth_root
     if regions:  # the margin used: the larger of 2.0 and 2 / the regions the 10th photo holds
         held = regions_in_line(Path(synth_root) / "train_gt.txt", 10)
         assert f"the 1 set-aside photos hold {held} text regions; the trained model is kept when it " \
-               "scores 2.0000 above the start (train.guard_margin 2, train.guard_regions 2)" in log
+               f"scores 2.00000 above the start (the larger of train.guard_margin 2 and train.guard_regions " \
+               f"2 / {held})" in log
     saved = torch.load(run_dir / "e1.ckpt", weights_only=False)["model"]
     imported = torch.load(out / "model.ckpt", weights_only=False)["model"]
     same = all(torch.equal(saved[key], imported[key]) for key in imported)
@@ -269,8 +270,8 @@ def test_check_data_lists_the_photos_the_guard_sets_aside(v4_shaped_onnx, synth_
         f"{synth_root}/train_gt.txt:10: set aside by the start guard: img_10.jpg",
         "start guard: 1 training photos set aside (every 10th labelled photo), never trained on; "
         "-o train.guard_holdout=0 trains on them too",
-        f"start guard: they hold {held} text regions; the trained model is kept when it scores "
-        f"{max(0.01, 2 / held):.4f} above the start there (the larger of train.guard_margin 0.01 and "
+        f"start guard: their labels hold {held} text regions; the trained model is kept when it scores "
+        f"{max(0.01, 2 / held):.5f} above the start there (the larger of train.guard_margin 0.01 and "
         f"train.guard_regions 2 / {held})"]
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 import cv2
 import numpy as np
 
-from textdet.data.decode import IGNORE_TEXTS
+from textdet.data.formats import IGNORE_TEXTS
 from textdet.data.label_shapes import split_advice, split_count
 from textdet.engine import build
 from textdet.engine.guard import least_win
@@ -114,14 +114,14 @@ def print_guard_photos(cfg) -> None:
           "trained on; -o train.guard_holdout=0 trains on them too")
     regions = sum(a["transcription"] not in IGNORE_TEXTS for r in aside.records for a in r.annotations)
     if not regions:
-        print("start guard: warning: they hold no text regions to find: both models would score 0 there, "
-              "the guard could not tell them apart and would keep the start; set aside more photos "
-              "(train.guard_holdout) or turn the guard off (train.guard_holdout: 0)")
+        print("start guard: warning: their labels hold no text regions to find: both models would score 0 "
+              "there and the guard could not tell them apart; set aside more photos (train.guard_holdout) or "
+              "turn the guard off (train.guard_holdout: 0)")
         return
-    required = least_win(cfg.train.guard_margin, cfg.train.guard_regions, regions)
-    print(f"start guard: they hold {regions} text regions; the trained model is kept when it scores "
-          f"{required:.4f} above the start there (the larger of train.guard_margin "
-          f"{cfg.train.guard_margin:g} and train.guard_regions {cfg.train.guard_regions} / {regions})")
+    least = least_win(cfg.train.guard_margin, cfg.train.guard_regions, regions)
+    print(f"start guard: their labels hold {regions} text regions; the trained model is kept when it scores "
+          f"{least:.5f} above the start there (the larger of train.guard_margin {cfg.train.guard_margin:g} "
+          f"and train.guard_regions {cfg.train.guard_regions} / {regions})")
 
 
 def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:

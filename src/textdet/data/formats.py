@@ -17,11 +17,11 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 from xml.etree import ElementTree
 
-from textdet.data.decode import IGNORE_TEXTS
 from textdet.errors import DataError
 
 logger = logging.getLogger("textdet")
-IGNORE = "###"
+IGNORE = "###"  # what every reader writes for a region to ignore
+IGNORE_TEXTS = ("###", "*")  # what training and scoring ignore (MindOCR's DetLabelEncode: both)
 SHAPES = ("outline", "hull", "quad")  # how convert writes each region (label_shapes.reshape_points)
 Record = tuple[str, list[dict]]
 
@@ -42,7 +42,8 @@ class Summary:
 
     def __str__(self) -> str:
         skipped = "; skipped " + ", ".join(f"{n} x {w}" for w, n in self.skipped.items()) if self.skipped else ""
-        return f"{self.images} images, {self.regions} text regions ({self.ignored} ignore, ### or *){skipped}"
+        ignored = f"{self.ignored} ignored: ### or *"
+        return f"{self.images} images, {self.regions} text regions ({ignored}){skipped}"
 
 
 def _load_json(path: str) -> Any:
@@ -96,7 +97,7 @@ def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, su
     text = IGNORE if ignore or text == IGNORE else ("" if text is None else str(text))
     anns.append({"transcription": text, "points": plain_points(points)})
     summary.regions += 1
-    summary.ignored += text in IGNORE_TEXTS  # "*" too: training ignores both (data/decode.py)
+    summary.ignored += text in IGNORE_TEXTS  # "*" too: training ignores both
     return True
 
 

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from textdet.data.decode import IGNORE_TEXTS
-from textdet.data.formats import SHAPES, Record, plain_points
+from textdet.data.formats import IGNORE_TEXTS, SHAPES, Record, plain_points
 from textdet.data.targets import shrink_polygon
 from textdet.geometry import quad_corners
 

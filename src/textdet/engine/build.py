@@ -212,9 +212,6 @@ def guard_aside_every(cfg: Config) -> int:
     if not cfg.system.val_while_train:
         raise ConfigError("train.guard_holdout: the start guard acts at each evaluation, but "
                           "system.val_while_train is false; turn it on or set train.guard_holdout: 0")
-    if cfg.train.guard_regions < 0:
-        raise ConfigError(f"train.guard_regions {cfg.train.guard_regions}: the text regions the trained "
-                          "model must win by cannot be negative; 0 leaves train.guard_margin alone to decide")
     return round(1 / share)
 
 

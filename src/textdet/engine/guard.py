@@ -18,8 +18,9 @@ more pairs to pick from; the start keeps the config's thresholds, the ones it wa
 On a few set-aside pages a fixed margin is about one text region: 0.01 f-score is one line of the 89 on six
 handwritten pages, and one line found or lost is noise there (PP-OCRv5 won by exactly that on the pages set
 aside, then scored below its start on the eval split; docs/DESIGN_NOTES.md, "Fifteenth round"). So the win
-must also be worth ``train.guard_regions`` text regions: finding one more of the N regions set aside raises
-the f-score by about 1/N, and the margin used is the larger of ``guard_margin`` and ``guard_regions`` / N.
+must also be worth about ``train.guard_regions`` text regions: finding one more of the N regions set aside
+raises the f-score by about 1/N (2 / (N + detections): a little less where the model over-detects), so
+the least win is the larger of ``guard_margin`` and ``guard_regions`` / N.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from torch import nn
 from textdet.engine.evaluator import Evaluator, best_row
 
 logger = logging.getLogger("textdet")
+
+
+# a win of exactly the least win passes: 2/N computed in floats can land a hair above the f-score difference
+ROUNDING = 1e-9
 
 
 def least_win(margin: float, regions: int, regions_aside: int) -> float:
@@ -55,24 +60,21 @@ class StartGuard:
         self.margin = margin  # the least win, in the indicator's units (train.guard_margin)
         self.regions = regions  # the least win, in text regions of the set-aside photos (train.guard_regions)
         self.start_score: float | None = None  # the start's score on the set-aside photos, computed once
-        self.required = margin  # the margin used: the larger of the two, once the regions are counted
+        self.least_win = margin  # the larger of the two, once the start's run has counted the regions
 
-    def _required_margin(self) -> float:
+    def _least_win(self) -> float:
         """The larger of ``margin`` and ``regions`` / the text regions the set-aside photos hold (the
         metric's count of regions that are not ignored, from the start's run)."""
         regions_aside = int(self.aside.metric.counts()[3])
         if not regions_aside:
             logger.warning("start guard: the %d set-aside photos hold no text regions to find: both models "
-                           "score 0 there, the guard cannot tell them apart and keeps the start; set aside "
-                           "more photos (train.guard_holdout) or turn the guard off (train.guard_holdout: 0)",
-                           self.photos)
-            return self.margin
-        if not self.regions:
-            return self.margin
+                           "score 0 there and the guard cannot tell them apart; set aside more photos "
+                           "(train.guard_holdout) or turn the guard off (train.guard_holdout: 0)", self.photos)
         required = least_win(self.margin, self.regions, regions_aside)
         logger.info("start guard: the %d set-aside photos hold %d text regions; the trained model is kept "
-                    "when it scores %.4f above the start (train.guard_margin %g, train.guard_regions %d)",
-                    self.photos, regions_aside, required, self.margin, self.regions)
+                    "when it scores %.5f above the start (the larger of train.guard_margin %g and "
+                    "train.guard_regions %d / %d)", self.photos, regions_aside, required, self.margin,
+                    self.regions, regions_aside)
         return required
 
     def _score(self, model: nn.Module) -> tuple[float, dict | None]:
@@ -91,26 +93,25 @@ class StartGuard:
         thresholds chosen for it (None: the config's)."""
         if self.start_score is None:
             self.start_score, _ = self._score(self.start_model)
-            self.required = self._required_margin()
+            self.least_win = self._least_win()
         trained_score, trained_thresholds = self._score(trained)
-        keep_trained = trained_score >= self.start_score + self.required
+        gain = trained_score - self.start_score
+        keep_trained = gain >= self.least_win - ROUNDING
         at_pair, start_at = "", ""
         if trained_thresholds is not None:
             at_pair = (f" (at its best thresholds: binary_thresh {trained_thresholds['binary_thresh']:g}, "
                        f"box_thresh {trained_thresholds['box_thresh']:g})")
             start_at = " at its best thresholds"
+        scored = ("start guard: the trained model scores %s %.4f%s on the %d set-aside training photos, %+.5f "
+                  "against the start's %.4f%s")
+        values = (self.indicator, trained_score, at_pair, self.photos, gain, self.start_score, start_at)
         if keep_trained:
-            logger.info("start guard: the trained model scores %s %.4f%s on the %d set-aside training "
-                        "photos, the start %.4f%s: kept", self.indicator, trained_score, at_pair, self.photos,
-                        self.start_score, start_at)
+            logger.info(scored + " (%.5f asked): kept", *values, self.least_win)
         else:
-            logger.info("start guard: the trained model scores %s %.4f%s on the %d set-aside training "
-                        "photos, not %.4f above the start's %.4f%s: this evaluation and this epoch's "
-                        "checkpoints hold the start's weights (training goes on from the trained ones)",
-                        self.indicator, trained_score, at_pair, self.photos, self.required, self.start_score,
-                        start_at)
+            logger.info(scored + ", not the %.5f asked: this evaluation and this epoch's checkpoints hold the "
+                        "start's weights (training goes on from the trained ones)", *values, self.least_win)
         record = {"guard_trained": trained_score, "guard_start": self.start_score,
-                  "kept": "trained" if keep_trained else "start"}
+                  "guard_least_win": self.least_win, "kept": "trained" if keep_trained else "start"}
         if keep_trained:
             return trained, record, trained_thresholds
         return self.start_model, record, None
