@@ -69,7 +69,8 @@ class StartGuard:
         if not regions_aside:
             logger.warning("start guard: the %d set-aside photos hold no text regions to find: both models "
                            "score 0 there and the guard cannot tell them apart; set aside more photos "
-                           "(train.guard_holdout) or turn the guard off (train.guard_holdout: 0)", self.photos)
+                           "(train.guard_holdout) or turn the guard off (train.guard_holdout: 0)",
+                           self.photos)
         required = least_win(self.margin, self.regions, regions_aside)
         logger.info("start guard: the %d set-aside photos hold %d text regions; the trained model is kept "
                     "when it scores %.5f above the start (the larger of train.guard_margin %g and "
@@ -102,14 +103,15 @@ class StartGuard:
             at_pair = (f" (at its best thresholds: binary_thresh {trained_thresholds['binary_thresh']:g}, "
                        f"box_thresh {trained_thresholds['box_thresh']:g})")
             start_at = " at its best thresholds"
-        scored = ("start guard: the trained model scores %s %.4f%s on the %d set-aside training photos, %+.5f "
-                  "against the start's %.4f%s")
+        scored = ("start guard: the trained model scores %s %.4f%s on the %d set-aside training photos, "
+                  "%+.5f against the start's %.4f%s")
         values = (self.indicator, trained_score, at_pair, self.photos, gain, self.start_score, start_at)
         if keep_trained:
             logger.info(scored + " (%.5f asked): kept", *values, self.least_win)
         else:
-            logger.info(scored + ", not the %.5f asked: this evaluation and this epoch's checkpoints hold the "
-                        "start's weights (training goes on from the trained ones)", *values, self.least_win)
+            logger.info(scored + ", not the %.5f asked: this evaluation and this epoch's checkpoints hold "
+                        "the start's weights (training goes on from the trained ones)", *values,
+                        self.least_win)
         record = {"guard_trained": trained_score, "guard_start": self.start_score,
                   "guard_least_win": self.least_win, "kept": "trained" if keep_trained else "start"}
         if keep_trained:
