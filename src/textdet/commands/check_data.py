@@ -10,7 +10,7 @@ from collections import Counter
 import cv2
 import numpy as np
 
-from textdet.data.formats import IGNORE_TEXTS
+from textdet.data.formats import text_region_count
 from textdet.data.label_shapes import split_advice, split_count
 from textdet.engine import build
 from textdet.engine.guard import least_win
@@ -43,7 +43,7 @@ def split_regions(cfg, dataset) -> tuple[list[tuple[str, int, str, str]], str]:
     for r in dataset.records:
         split = split_count(r.annotations, shrink.min_text_size, shrink.shrink_ratio)
         n_split += split
-        n_regions += sum(a["transcription"] not in IGNORE_TEXTS for a in r.annotations)
+        n_regions += text_region_count(r.annotations)
         if split:
             message = f"{r.rel_path}: {split} text region(s) split into several pieces when shrunk for the " \
                       "probability map"
@@ -112,7 +112,7 @@ def print_guard_photos(cfg) -> None:
         print(f"{record.label_file}:{record.line_no}: set aside by the start guard: {record.rel_path}")
     print(f"start guard: {len(aside)} training photos set aside (every {every}th labelled photo), never "
           "trained on; -o train.guard_holdout=0 trains on them too")
-    regions = sum(a["transcription"] not in IGNORE_TEXTS for r in aside.records for a in r.annotations)
+    regions = sum(text_region_count(r.annotations) for r in aside.records)
     if not regions:
         print("start guard: warning: their labels hold no text regions to find: both models would score 0 "
               "there and the guard could not tell them apart; set aside more photos (train.guard_holdout) or "

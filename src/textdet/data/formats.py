@@ -26,6 +26,11 @@ SHAPES = ("outline", "hull", "quad")  # how convert writes each region (label_sh
 Record = tuple[str, list[dict]]
 
 
+def text_region_count(annotations: list[dict]) -> int:
+    """How many of one image's regions are text to find (not marked ``###`` or ``*``)."""
+    return sum(a.get("transcription") not in IGNORE_TEXTS for a in annotations)
+
+
 @dataclass
 class Summary:
     """What a conversion kept and skipped (printed by ``textdet convert``)."""

@@ -62,7 +62,7 @@ class StartGuard:
         self.start_score: float | None = None  # the start's score on the set-aside photos, computed once
         self.least_win = margin  # the larger of the two, once the start's run has counted the regions
 
-    def _least_win(self) -> float:
+    def _least_win_from_counts(self) -> float:
         """The larger of ``margin`` and ``regions`` / the text regions the set-aside photos hold (the
         metric's count of regions that are not ignored, from the start's run)."""
         regions_aside = int(self.aside.metric.counts()[3])
@@ -94,7 +94,7 @@ class StartGuard:
         thresholds chosen for it (None: the config's)."""
         if self.start_score is None:
             self.start_score, _ = self._score(self.start_model)
-            self.least_win = self._least_win()
+            self.least_win = self._least_win_from_counts()
         trained_score, trained_thresholds = self._score(trained)
         gain = trained_score - self.start_score
         keep_trained = gain >= self.least_win - ROUNDING
