@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import RECIPE, tiny_overrides
+from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet import cli
 from textdet.commands import bench, bench_infer
 from textdet.errors import TextdetError
@@ -76,6 +76,18 @@ def test_train_keys_and_no_run_folder(capsys, opts, tmp_path):
     assert 0.0 <= r["data_wait_share"] <= 1.0
     assert r["steps"] == 2 and r["batch_size"] == 2 and isinstance(r["image_cache"], bool)
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_train_with_the_start_guard_on(capsys, synth_root, tmp_path):
+    """A YAML written by ``convert ppocr`` turns the start guard on, which needs evaluations; bench train
+    evaluates nothing and times the same steps with the guard off instead of refusing the YAML."""
+    run = tmp_path / "run"
+    run.mkdir()
+    opts, _, _, ckpt = save_tiny_model(synth_root, str(run))
+    guard = [f"model.pretrained={ckpt}", "train.guard_holdout=0.5", "train.guard_thresholds=true"]
+    r = run_json(capsys, "train", opts + guard, "--n", "1", "--warmup", "0")
+    assert r["steps"] == 1 and positive(r["step_ms"])
+    assert os.listdir(run) == ["model.ckpt"]  # no run files beside the checkpoint it started from
 
 
 def test_postprocess_keys_from_eval_gt(capsys, opts):
