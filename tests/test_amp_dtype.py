@@ -63,3 +63,60 @@ def test_the_config_key_takes_bf16_or_fp16_only():
     assert load_config(None).system.amp_dtype is None
     with pytest.raises(ConfigError, match=r"'system.amp_dtype' must be one of \['bf16', 'fp16', None\], got 'fp32'"):
         load_config(None, ["system.amp_dtype=fp32"])
+
+
+@pytest.fixture()
+def cpu_bf16(monkeypatch):
+    """Set what ``device.cpu_bf16_fast()`` answers (AVX512-BF16 or AMX in /proc/cpuinfo: True; AVX2: False)."""
+    def set_answer(answer: bool) -> None:
+        monkeypatch.setattr(device, "cpu_bf16_fast", lambda: answer)
+
+    return set_answer
+
+
+def test_auto_is_fp32_on_a_cpu_that_would_emulate_bf16_and_o2_where_half_is_native(cpu_bf16, cuda_bf16):
+    cpu_bf16(False)
+    amp = amp_settings("auto", "cpu")
+    assert (amp.level, amp.dtype) == ("O0", None)
+    assert amp.describe().startswith("O0, amp_level auto: fp32, as this CPU has no native bf16")
+    cpu_bf16(True)
+    amp = amp_settings("auto", "cpu")
+    assert (amp.level, amp.dtype) == ("O2", torch.bfloat16)
+    assert amp.describe() == "O2 (bfloat16), amp_level auto: this CPU has native bf16 (AVX512-BF16 or AMX)"
+    cuda_bf16(False)
+    amp = amp_settings("auto", "cuda")
+    assert (amp.level, amp.dtype, amp.needs_scaling) == ("O2", torch.float16, True)
+
+
+def test_bf16_autocast_on_a_cpu_without_native_bf16_is_named_in_a_warning(cpu_bf16, caplog):
+    """An explicit O1-O3 is kept (it is the config's choice), with the way to fp32 in the log."""
+    cpu_bf16(False)
+    with caplog.at_level("WARNING", logger="textdet"):
+        assert amp_settings("O2", "cpu").dtype == torch.bfloat16
+    assert "system.amp_level O2: this CPU has no native bf16" in caplog.text
+    assert "-o system.amp_level=O0 computes in fp32" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="textdet"):
+        amp_settings("O2", "cpu", "fp16")  # fp16 is what was asked for: no bf16 to warn about
+        cpu_bf16(True)
+        amp_settings("O2", "cpu")
+    assert caplog.text == ""
+
+
+def test_auto_is_a_training_level_only():
+    assert load_config(None, ["system.amp_level=auto"]).system.amp_level == "auto"
+    with pytest.raises(ConfigError, match=r"'system.amp_level_infer' must be one of \['O0', 'O1', 'O2', 'O3'\]"):
+        load_config(None, ["system.amp_level_infer=auto"])
+
+
+def test_the_built_in_recipe_trains_in_fp32_on_a_cpu_without_native_bf16(cpu_bf16, synth_root, tmp_path):
+    """`textdet train` with no -c: its amp_level auto resolves in the Trainer, on the device it runs on."""
+    from conftest import RECIPE, tiny_overrides
+    from textdet.engine.trainer import Trainer
+
+    opts = tiny_overrides(synth_root, str(tmp_path / "run"), **{"system.amp_level": "auto"})
+    for fast, level in ((False, "O0"), (True, "O2")):
+        cpu_bf16(fast)
+        trainer = Trainer(load_config(RECIPE, opts), device="cpu", progress=False, dry_run=True)
+        assert trainer.amp.level == level
+    assert load_config(RECIPE).system.amp_level == "auto"

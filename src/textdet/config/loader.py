@@ -210,7 +210,8 @@ def load_config(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 _CHOICES = {
-    **dict.fromkeys(("system.amp_level", "system.amp_level_infer"), ("O0", "O1", "O2", "O3")),
+    "system.amp_level": ("O0", "O1", "O2", "O3", "auto"),  # auto (textdet): O2 where half is native
+    "system.amp_level_infer": ("O0", "O1", "O2", "O3"),
     "system.mode": (0, 1),
     "system.amp_dtype": ("bf16", "fp16", None),
     "system.ckpt_save_policy": ("top_k", "latest_k", None),

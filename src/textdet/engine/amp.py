@@ -1,6 +1,7 @@
 """MindOCR's ``amp_level`` and ``loss_scaler`` in PyTorch terms: O0 fp32; O1/O2 autocast in
 ``system.amp_dtype`` (bf16 where the device supports it, else fp16) with BN and the DB losses in fp32; O3 runs
-as O2; loss scaling only for fp16. Why: docs/DESIGN_NOTES.md ("engine and cli")."""
+as O2; loss scaling only for fp16. textdet's ``auto`` (the built-in recipe's): O2 where half precision is
+native, O0 on a CPU that would emulate bf16. Why: docs/DESIGN_NOTES.md ("engine and cli")."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from textdet import device as devices
 from textdet.device import half_dtype
 
 logger = logging.getLogger("textdet")
@@ -19,6 +21,7 @@ class AmpSettings:
     level: str
     device_type: str
     dtype: torch.dtype | None  # None: fp32
+    chosen_by: str = ""  # why ``system.amp_level: auto`` picked this level ("" when the config named it)
 
     @property
     def autocast(self) -> bool:
@@ -33,17 +36,40 @@ class AmpSettings:
         return torch.autocast(self.device_type, dtype=self.dtype or torch.float32, enabled=self.autocast)
 
     def describe(self) -> str:
-        return self.level if self.dtype is None else f"{self.level} ({str(self.dtype).replace('torch.', '')})"
+        text = self.level if self.dtype is None else f"{self.level} ({str(self.dtype).replace('torch.', '')})"
+        return f"{text}, {self.chosen_by}" if self.chosen_by else text
+
+
+EMULATED_BF16 = ("this CPU has no native bf16 (no AVX512-BF16 or AMX), so bf16 autocast is emulated: a "
+                 "training step of the built-in recipe took 8x as long as in fp32 on such a CPU "
+                 "(docs/BENCHMARKS.md, 'bf16 on a CPU without native bf16')")
 
 
 def amp_settings(level: str, device_type: str, amp_dtype: str | None = None) -> AmpSettings:
     """``amp_dtype``: ``system.amp_dtype`` ("bf16", "fp16", None = the device's default, see
-    ``half_dtype``)."""
+    ``half_dtype``). ``level`` ``auto``: O0 on a CPU without native bf16, O2 elsewhere."""
+    chosen_by = ""
+    if level == "auto":
+        level, chosen_by = auto_level(device_type)
     if level == "O0":
-        return AmpSettings(level, device_type, None)
+        return AmpSettings(level, device_type, None, chosen_by)
     if level == "O3":
         logger.info("amp_level O3 runs as O2 (autocast, fp32 master weights): pure half weights lose small updates")
-    return AmpSettings(level, device_type, half_dtype(device_type, amp_dtype))
+    dtype = half_dtype(device_type, amp_dtype)
+    if device_type == "cpu" and dtype == torch.bfloat16 and not devices.cpu_bf16_fast():
+        logger.warning("system.amp_level %s: %s; -o system.amp_level=O0 computes in fp32",
+                       level, EMULATED_BF16)
+    return AmpSettings(level, device_type, dtype, chosen_by)
+
+
+def auto_level(device_type: str) -> tuple[str, str]:
+    """``system.amp_level: auto``: the level, and why (for the banner): half precision only where it is
+    native, because emulated bf16 is several times slower than fp32."""
+    if device_type != "cpu":
+        return "O2", "amp_level auto: an accelerator"
+    if devices.cpu_bf16_fast():
+        return "O2", "amp_level auto: this CPU has native bf16 (AVX512-BF16 or AMX)"
+    return "O0", "amp_level auto: fp32, as this CPU has no native bf16 (emulated bf16 is much slower)"
 
 
 class LossScaler:
