@@ -8,7 +8,7 @@ import torch
 
 from textdet import device
 from textdet.config import load_config
-from textdet.engine.amp import LossScaler, amp_settings
+from textdet.engine.amp import LossScaler, amp_settings, inference_amp_settings
 from textdet.errors import ConfigError
 
 
@@ -67,7 +67,7 @@ def test_the_config_key_takes_bf16_or_fp16_only():
 
 @pytest.fixture()
 def cpu_bf16(monkeypatch):
-    """Set what ``device.cpu_bf16_fast()`` answers (AVX512-BF16 or AMX in /proc/cpuinfo: True; AVX2: False)."""
+    """Set what ``device.cpu_bf16_fast()`` answers (True: AVX512-BF16 or AMX in /proc/cpuinfo)."""
     def set_answer(answer: bool) -> None:
         monkeypatch.setattr(device, "cpu_bf16_fast", lambda: answer)
 
@@ -78,11 +78,13 @@ def test_auto_is_fp32_on_a_cpu_that_would_emulate_bf16_and_o2_where_half_is_nati
     cpu_bf16(False)
     amp = amp_settings("auto", "cpu")
     assert (amp.level, amp.dtype) == ("O0", None)
-    assert amp.describe().startswith("O0, amp_level auto: fp32, as this CPU has no native bf16")
+    assert amp.describe().startswith("O0, amp_level auto: fp32, as this CPU shows no AVX512-BF16 or AMX")
     cpu_bf16(True)
     amp = amp_settings("auto", "cpu")
     assert (amp.level, amp.dtype) == ("O2", torch.bfloat16)
     assert amp.describe() == "O2 (bfloat16), amp_level auto: this CPU has native bf16 (AVX512-BF16 or AMX)"
+    amp = amp_settings("auto", "cpu", "fp16")  # a half type CPUs emulate: fp32 even where bf16 is native
+    assert (amp.level, amp.dtype) == ("O0", None)
     cuda_bf16(False)
     amp = amp_settings("auto", "cuda")
     assert (amp.level, amp.dtype, amp.needs_scaling) == ("O2", torch.float16, True)
@@ -93,8 +95,14 @@ def test_bf16_autocast_on_a_cpu_without_native_bf16_is_named_in_a_warning(cpu_bf
     cpu_bf16(False)
     with caplog.at_level("WARNING", logger="textdet"):
         assert amp_settings("O2", "cpu").dtype == torch.bfloat16
-    assert "system.amp_level O2: this CPU has no native bf16" in caplog.text
+    assert "system.amp_level O2: no AVX512-BF16 or AMX was found on this CPU" in caplog.text
     assert "-o system.amp_level=O0 computes in fp32" in caplog.text
+    caplog.clear()
+    cfg = load_config(None, ["system.amp_level=auto", "system.amp_level_infer=O1"])
+    with caplog.at_level("WARNING", logger="textdet"):
+        assert inference_amp_settings(cfg, "cpu").dtype == torch.bfloat16
+    assert "system.amp_level_infer O1: no AVX512-BF16" in caplog.text  # the key that asked for it
+    assert "-o system.amp_level_infer=O0 computes in fp32" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="textdet"):
         amp_settings("O2", "cpu", "fp16")  # fp16 is what was asked for: no bf16 to warn about
@@ -105,7 +113,8 @@ def test_bf16_autocast_on_a_cpu_without_native_bf16_is_named_in_a_warning(cpu_bf
 
 def test_auto_is_a_training_level_only():
     assert load_config(None, ["system.amp_level=auto"]).system.amp_level == "auto"
-    with pytest.raises(ConfigError, match=r"'system.amp_level_infer' must be one of \['O0', 'O1', 'O2', 'O3'\]"):
+    choices = r"'system.amp_level_infer' must be one of \['O0', 'O1', 'O2', 'O3'\]"
+    with pytest.raises(ConfigError, match=choices):
         load_config(None, ["system.amp_level_infer=auto"])
 
 
@@ -114,9 +123,10 @@ def test_the_built_in_recipe_trains_in_fp32_on_a_cpu_without_native_bf16(cpu_bf1
     from conftest import RECIPE, tiny_overrides
     from textdet.engine.trainer import Trainer
 
-    opts = tiny_overrides(synth_root, str(tmp_path / "run"), **{"system.amp_level": "auto"})
+    opts = [o for o in tiny_overrides(synth_root, str(tmp_path / "run")) if not o.startswith("system.amp_level=")]
     for fast, level in ((False, "O0"), (True, "O2")):
         cpu_bf16(fast)
         trainer = Trainer(load_config(RECIPE, opts), device="cpu", progress=False, dry_run=True)
         assert trainer.amp.level == level
-    assert load_config(RECIPE).system.amp_level == "auto"
+        assert trainer.amp.describe().startswith(f"{level}")
+        assert "amp_level auto" in trainer.amp.describe()  # the recipe's own value, not an override

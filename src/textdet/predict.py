@@ -30,7 +30,7 @@ from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize, NormalizeImage
 from textdet.device import pick_device
 from textdet.engine import build
-from textdet.engine.amp import AmpSettings, amp_settings
+from textdet.engine.amp import AmpSettings, inference_amp_settings
 from textdet.engine.buckets import mask_padding
 from textdet.engine.checkpoint import thresholds_note
 from textdet.errors import ConfigError, DataError, TextdetError
@@ -172,7 +172,7 @@ class Detector:
         model, _, adopted = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
         postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
         dev = pick_device(device)
-        amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
+        amp = inference_amp_settings(cfg, dev.type)
         if shape_buckets is None:
             shape_buckets = cfg.eval.shape_buckets
         detector = cls(TorchRunner(model, dev, amp), preprocess, postprocess, batch_size, shape_buckets)

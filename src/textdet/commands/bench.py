@@ -233,7 +233,8 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     _device(args.device)  # a clear error for a device that is not there
     cfg.model.resume = False  # never load a run's checkpoint: speed does not depend on it
     cfg.system.val_while_train = False  # no eval set needed
-    # The start guard acts at evaluations only (and refuses a run without them); a step is the same without it.
+    # The start guard acts at evaluations only (and refuses a run without them); a step is the same
+    # without it.
     cfg.train.guard_holdout = 0
     cfg.train.guard_thresholds = False
     # dry_run: the Trainer builds everything but writes no run folder or train.log.

@@ -19,7 +19,7 @@ import numpy as np
 from textdet.data.targets import ShrinkBinaryMap
 from textdet.device import is_accelerator, pick_device
 from textdet.engine import build
-from textdet.engine.amp import amp_settings
+from textdet.engine.amp import inference_amp_settings
 from textdet.engine.evaluator import build_evaluator
 from textdet.errors import TextdetError
 from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
@@ -133,7 +133,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     device = pick_device(args.device)
     model, ckpt, _ = build.load_model(cfg, args.ckpt, keys=())
     model.to(device).eval()
-    amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
+    amp = inference_amp_settings(cfg, device.type)
     evaluator = build_evaluator(cfg, build.validate(cfg, ("eval",))["eval"], device, is_accelerator(device), amp)
     loader = evaluator.loader
     evaluator.loader = _Limited(loader, warmup)
@@ -156,7 +156,7 @@ def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     ds = cfg.eval.dataset
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
     model, ckpt, _ = build.load_model(cfg, args.ckpt, keys=())
-    amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
+    amp = inference_amp_settings(cfg, device.type)
     detector = Detector(TorchRunner(model, device, amp), preprocess_from_config(cfg),
                         build.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)
     if warmup:

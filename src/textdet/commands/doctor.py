@@ -47,7 +47,7 @@ def run_doctor() -> int:
         + (
             "fast (AVX512-BF16/AMX): amp_level O2 can train faster than fp32 here"
             if fast
-            else "emulated (no AVX512-BF16/AMX): keep amp_level O0 on this CPU (amp_level auto does)"
+            else "emulated (no AVX512-BF16/AMX): keep amp_level O0 on this CPU (amp_level auto picks O0 here)"
         )
     )
     hub = os.path.join(torch.hub.get_dir(), "checkpoints")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from textdet import device as devices
+from textdet.config import Config
 from textdet.device import half_dtype
 
 logger = logging.getLogger("textdet")
@@ -40,36 +41,45 @@ class AmpSettings:
         return f"{text}, {self.chosen_by}" if self.chosen_by else text
 
 
-EMULATED_BF16 = ("this CPU has no native bf16 (no AVX512-BF16 or AMX), so bf16 autocast is emulated: a "
-                 "training step of the built-in recipe took 8x as long as in fp32 on such a CPU "
-                 "(docs/BENCHMARKS.md, 'bf16 on a CPU without native bf16')")
+EMULATED_BF16 = ("no AVX512-BF16 or AMX was found on this CPU, so bf16 math is likely emulated: the built-in "
+                 "recipe's training step took 8x as long as in fp32 on such a CPU (docs/BENCHMARKS.md, "
+                 "'bf16 on a CPU without native bf16')")
 
 
-def amp_settings(level: str, device_type: str, amp_dtype: str | None = None) -> AmpSettings:
+def amp_settings(level: str, device_type: str, amp_dtype: str | None = None,
+                 key: str = "system.amp_level") -> AmpSettings:
     """``amp_dtype``: ``system.amp_dtype`` ("bf16", "fp16", None = the device's default, see
-    ``half_dtype``). ``level`` ``auto``: O0 on a CPU without native bf16, O2 elsewhere."""
+    ``half_dtype``). ``level`` ``auto``: O0 on a CPU without native bf16, O2 elsewhere. ``key``: the config
+    key ``level`` came from, for the log."""
     chosen_by = ""
     if level == "auto":
-        level, chosen_by = auto_level(device_type)
+        level, chosen_by = auto_level(device_type, amp_dtype)
     if level == "O0":
         return AmpSettings(level, device_type, None, chosen_by)
     if level == "O3":
         logger.info("amp_level O3 runs as O2 (autocast, fp32 master weights): pure half weights lose small updates")
     dtype = half_dtype(device_type, amp_dtype)
     if device_type == "cpu" and dtype == torch.bfloat16 and not devices.cpu_bf16_fast():
-        logger.warning("system.amp_level %s: %s; -o system.amp_level=O0 computes in fp32",
-                       level, EMULATED_BF16)
+        logger.warning("%s %s: %s; -o %s=O0 computes in fp32", key, level, EMULATED_BF16, key)
     return AmpSettings(level, device_type, dtype, chosen_by)
 
 
-def auto_level(device_type: str) -> tuple[str, str]:
+def inference_amp_settings(cfg: Config, device_type: str) -> AmpSettings:
+    """Evaluation and prediction: ``system.amp_level_infer`` (MindOCR's, default O0)."""
+    system = cfg.system
+    return amp_settings(system.amp_level_infer, device_type, system.amp_dtype, key="system.amp_level_infer")
+
+
+def auto_level(device_type: str, amp_dtype: str | None = None) -> tuple[str, str]:
     """``system.amp_level: auto``: the level, and why (for the banner): half precision only where it is
     native, because emulated bf16 is several times slower than fp32."""
     if device_type != "cpu":
         return "O2", "amp_level auto: an accelerator"
+    if amp_dtype == "fp16":
+        return "O0", "amp_level auto: fp32, as system.amp_dtype asks for fp16, which CPUs emulate"
     if devices.cpu_bf16_fast():
         return "O2", "amp_level auto: this CPU has native bf16 (AVX512-BF16 or AMX)"
-    return "O0", "amp_level auto: fp32, as this CPU has no native bf16 (emulated bf16 is much slower)"
+    return "O0", "amp_level auto: fp32, as this CPU shows no AVX512-BF16 or AMX (emulated bf16 is slow)"
 
 
 class LossScaler:

@@ -17,7 +17,7 @@ from textdet.config import Config
 from textdet.data.pipeline import Compose
 from textdet.device import is_accelerator, pick_device
 from textdet.engine import build, distributed
-from textdet.engine.amp import AmpSettings, amp_settings
+from textdet.engine.amp import AmpSettings, inference_amp_settings
 from textdet.engine.buckets import mask_padding
 from textdet.engine.feed import DeviceInput
 from textdet.engine.validate import validate
@@ -244,7 +244,7 @@ def evaluate_checkpoint(
     model, path, adopted = build.load_model(cfg, ckpt)
     dev = pick_device(device)
     model.to(dev).eval()
-    amp = amp_settings(cfg.system.amp_level_infer, dev.type, cfg.system.amp_dtype)
+    amp = inference_amp_settings(cfg, dev.type)
     result = timed_run(
         build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path
     )

@@ -15,7 +15,7 @@ from textdet.config import Config
 from textdet.data.dataset import DetDataset
 from textdet.data.pipeline import Compose
 from textdet.engine import build
-from textdet.engine.amp import amp_settings
+from textdet.engine.amp import inference_amp_settings
 from textdet.engine.evaluator import Evaluator, ThresholdSweep
 from textdet.engine.feed import DeviceInput
 from textdet.engine.guard import StartGuard
@@ -83,7 +83,7 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
     ``train.guard_holdout``, the start guard too: the set-aside training photos, read with ``eval_pipeline``,
     and the model ``model.pretrained`` names (also after a resume); with ``train.guard_thresholds``, a
     threshold grid scored there."""
-    amp = amp_settings(cfg.system.amp_level_infer, device.type, cfg.system.amp_dtype)
+    amp = inference_amp_settings(cfg, device.type)
 
     def evaluator_over(dataset: DetDataset, post, scorer) -> Evaluator:
         loader = build.build_split_loader(cfg, "eval", dataset, rank, world_size, device)
