@@ -76,7 +76,7 @@ def auto_level(device_type: str, amp_dtype: str | None = None) -> tuple[str, str
     if device_type != "cpu":
         return "O2", "amp_level auto: an accelerator"
     if amp_dtype == "fp16":
-        return "O0", "amp_level auto: fp32, as system.amp_dtype asks for fp16 (on a CPU, auto takes bf16 only)"
+        return "O0", "amp_level auto: fp32, as system.amp_dtype asks for fp16 (on a CPU auto takes bf16 only)"
     if devices.cpu_bf16_fast():
         return "O2", "amp_level auto: this CPU has native bf16 (AVX512-BF16 or AMX)"
     return "O0", "amp_level auto: fp32, as this CPU shows no AVX512-BF16 or AMX (emulated bf16 is slow)"
