@@ -67,6 +67,7 @@ import numpy as np
 import torch
 import yaml
 from mindocr.models import build_model as ms_build_model
+from parity_mindocr_common import load_into_mindspore  # benchmarks/: shared with the training and eval parity
 
 from textdet.cli import RECIPE, builtin_data_root, ensure_builtin_data, textdet_home
 from textdet.config import load_config
@@ -76,7 +77,6 @@ from textdet.engine.checkpoint import load_weights
 from textdet.engine.validate import LOSS_COLUMNS
 from textdet.models import build_model
 from textdet.models.mobilenetv3 import SameConv2d
-from textdet.models.ms_ckpt import mindspore_to_torch_names
 
 CONFIGS = ["configs/db_r18_icdar15.yaml", "configs/db_r50_icdar15.yaml", "configs/dbpp_r50_icdar15.yaml",
            "configs/db_mobilenetv3_icdar15.yaml", "configs/mindocr_db_r50_user.yaml"]
@@ -164,19 +164,6 @@ def trained_state(section: dict, steps: int, batch: int, lr: float, seed: int) -
     torch.save(model.state_dict(), path + ".tmp")
     os.replace(path + ".tmp", path)
     return model.state_dict()
-
-
-def load_into_mindspore(net: ms.nn.Cell, state: dict[str, torch.Tensor]) -> None:
-    """Set every MindSpore parameter from textdet's state through ms_ckpt's mapping; strict both ways."""
-    left = {k for k in state if not k.endswith("num_batches_tracked")}
-    for name, p in net.parameters_and_names():
-        (key,), _ = mindspore_to_torch_names({name: None})
-        if key not in state or tuple(state[key].shape) != tuple(p.shape):
-            raise KeyError(f"MindOCR parameter {name} -> {key}: not in textdet's state or shape differs")
-        p.set_data(ms.Tensor(state[key].detach().float().numpy()))
-        left.discard(key)
-    if left:
-        raise KeyError(f"textdet tensors with no MindOCR parameter: {sorted(left)}")
 
 
 def randomise_bn(net: ms.nn.Cell, rng: np.random.Generator, calibration_passes: int = 30) -> None:

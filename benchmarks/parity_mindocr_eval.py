@@ -37,8 +37,7 @@ from mindocr.data import build_dataset as ms_build_dataset
 from mindocr.metrics import build_metric
 from mindocr.postprocess import build_postprocess
 from mindocr.utils.evaluator import Evaluator
-from parity_mindocr import load_into_mindspore  # noqa: E402 (benchmarks/: the forward parity's weight mapping)
-from parity_mindocr_train import USER_CONFIG, MsDBNet
+from parity_mindocr_common import USER_CONFIG, MsDBNet, load_into_mindspore  # benchmarks/: shared parity helpers
 from shapely.geometry import Polygon
 
 from textdet.config import load_config

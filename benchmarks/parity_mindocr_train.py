@@ -50,9 +50,6 @@ import numpy as np
 import torch
 import yaml
 from mindocr.losses import build_loss as ms_build_loss
-from mindocr.models.backbones.mindcv_models.resnet import BasicBlock, Bottleneck
-from mindocr.models.heads.det_db_head import DBHead as MsDBHead
-from mindocr.models.necks.fpn import DBFPN as MsDBFPN
 from mindocr.optim import create_group_params, create_optimizer
 from mindocr.scheduler import create_scheduler
 from mindocr.utils.ema import EMA
@@ -60,8 +57,7 @@ from mindocr.utils.loss_scaler import get_loss_scales
 from mindocr.utils.model_wrapper import NetWithLossWrapper
 from mindocr.utils.train_step_wrapper import TrainOneStepWrapper
 from mindspore import nn
-from ms_det_resnet import NarrowDetResNet  # benchmarks/: MindOCR's DetResNet, narrow
-from parity_mindocr import load_into_mindspore  # noqa: E402 (benchmarks/: the forward parity's weight mapping)
+from parity_mindocr_common import USER_CONFIG, MsDBNet, load_into_mindspore  # benchmarks/: shared parity helpers
 
 from textdet.config import load_config
 from textdet.data.dataset import collate
@@ -72,9 +68,6 @@ from textdet.engine.trainer import Trainer
 from textdet.engine.validate import LOSS_COLUMNS
 from textdet.models.ms_ckpt import mindspore_to_torch_names
 
-USER_CONFIG = "configs/mindocr_db_r50_user.yaml"
-LAYERS = (3, 4, 6, 3)  # ResNet-50
-RESNETS = {"det_resnet50": (Bottleneck, LAYERS), "det_resnet18": (BasicBlock, (2, 2, 2, 2))}
 CASES = {
     "sgd": {},
     # MindOCR 0.5 on MindSpore 2.x: update k takes LR entry k (train.accumulation_lr: mindocr, textdet's option)
@@ -87,20 +80,6 @@ CASES = {
 }
 LIMITS = {"loss_rel": 1e-4, "lr_abs": 1e-9, "weight_abs": 1e-4}  # issue 28's "done when"
 TERMS = ("loss", "loss_prob", "loss_thresh", "loss_binary")
-
-
-class MsDBNet(nn.Cell):
-    """MindOCR's BaseModel layout: backbone -> DBFPN -> DBHead (the user's neck and head settings)."""
-
-    def __init__(self, width: int, neck: int, backbone: str = "det_resnet50") -> None:
-        super().__init__()
-        block, layers = RESNETS[backbone]
-        self.backbone = NarrowDetResNet(width, block, layers)
-        self.neck = MsDBFPN(self.backbone.out_channels, neck, bias=False)
-        self.head = MsDBHead(neck, k=50, bias=False, adaptive=True)
-
-    def construct(self, x):
-        return self.head(self.neck(self.backbone(x)))
 
 
 def overrides(args: argparse.Namespace, case: dict, data_root: str, run_dir: str, head_step: str) -> list[str]:
