@@ -58,7 +58,8 @@ def test_the_parity_scripts_share_a_module_instead_of_importing_each_other():
 
 
 def test_no_import_circle_among_the_benchmark_scripts():
-    assert find_cycle(script_imports()) is None, f"import circle in benchmarks/: {' -> '.join(find_cycle(script_imports()))}"
+    cycle = find_cycle(script_imports())
+    assert cycle is None, f"import circle in benchmarks/: {' -> '.join(cycle)}"
 
 
 def test_the_cycle_finder_sees_a_circle():
