@@ -1,4 +1,5 @@
-"""benchmarks/error_kinds.py: detections and words sorted into kinds, on hand-made boxes."""
+"""textdet.metrics.error_kinds: detections and words sorted into kinds, on hand-made boxes (and the
+benchmarks/error_kinds.py script over a label file)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,7 @@ import pytest
 
 from conftest import box, load_benchmark
 from textdet.metrics.det_metric import to_polygon
-
-
-@pytest.fixture(scope="module")
-def error_kinds():
-    return load_benchmark("error_kinds")
-
+from textdet.metrics.error_kinds import ErrorTally, detection_kind, image_errors, word_height
 
 # Two words that count, 10 px high, 4 px apart, and a ### region.
 WORDS = [box(0, 0, 10, 10), box(14, 0, 24, 10), box(40, 0, 50, 10)]
@@ -31,9 +27,44 @@ CASES = [
 
 
 @pytest.mark.parametrize("points, expected", CASES)
-def test_detection_kind(error_kinds, points, expected):
+def test_detection_kind(points, expected):
     words = [to_polygon(w) for w in WORDS]
-    assert error_kinds.detection_kind(to_polygon(points), words, COUNTS) == expected
+    assert detection_kind(to_polygon(points), words, COUNTS) == expected
+
+
+def test_word_height_is_the_short_side_of_the_rotated_box():
+    """A 40 x 10 box turned 45 degrees is still 10 high; a line has no height."""
+    turned = [[0, 0], [40 / 2**0.5, 40 / 2**0.5], [40 / 2**0.5 - 10 / 2**0.5, 40 / 2**0.5 + 10 / 2**0.5],
+              [-10 / 2**0.5, 10 / 2**0.5]]
+    assert word_height(turned) == pytest.approx(10.0)
+    assert word_height([[0, 0], [5, 0], [10, 0]]) == 0.0
+
+
+# Word 0 found, word 1 only inside a merged box, a 30 px high word missed; ### is not a word.
+TALL = box(100, 0, 140, 30)
+GTS = [WORDS[0], WORDS[1], WORDS[2], TALL]
+TAGS = [False, False, True, False]
+DETS = [box(0, 0, 10, 10), box(0, 0, 24, 10), box(60, 0, 70, 10)]
+
+
+def test_image_errors_sorts_every_detection_and_word():
+    """The merged box covers word 0 too, but word 0 keeps "found" (its matched box); a degenerate detection
+    has no kind."""
+    errors = image_errors([*DETS, [[5, 5], [6, 5], [7, 5]]], GTS, TAGS)
+    assert errors.detections == ["matched", "merged", "background", None]
+    assert errors.words == ["found", "in a merged box", None, "missed"]
+    assert errors.heights == [10.0, 10.0, 10.0, 30.0]
+
+
+def test_tally_counts_words_and_recall_by_height():
+    tally = ErrorTally()
+    tally.add(image_errors(DETS, GTS, TAGS))
+    tally.add(image_errors([], [box(0, 0, 50, 5)], [False]))  # a 5 px word, missed
+    assert tally.summary() == {
+        "images": 2, "detections": {"matched": 1, "merged": 1, "background": 1},
+        "words": {"found": 1, "in a merged box": 1, "missed": 2},
+        "recall_by_height": {"0-8 px": {"found": 0, "words": 1}, "8-12 px": {"found": 1, "words": 2},
+                             "24-32 px": {"found": 0, "words": 1}}}
 
 
 class FixedDetector:
@@ -46,14 +77,12 @@ class FixedDetector:
         return {"polys": self.polys, "scores": [1.0] * len(self.polys)}
 
 
-def test_sort_errors_counts_words_and_recall_by_height(error_kinds, tmp_path):
-    """Word 0 found, word 1 only inside a merged box, a 30 px high word missed; ### is not a word."""
-    tall = box(100, 0, 140, 30)
-    labels = [{"transcription": "a", "points": WORDS[0]}, {"transcription": "b", "points": WORDS[1]},
-              {"transcription": "###", "points": WORDS[2]}, {"transcription": "c", "points": tall}]
+def test_benchmark_script_reads_a_label_file(tmp_path):
+    """benchmarks/error_kinds.py over one labelled photo: the tally of test_image_errors..."""
+    labels = [{"transcription": t, "points": p} for t, p in zip("ab#c", GTS, strict=True)]
+    labels[2]["transcription"] = "###"
     (tmp_path / "gt.txt").write_text("img_1.jpg\t" + json.dumps(labels) + "\n", encoding="utf-8")
-    detector = FixedDetector([box(0, 0, 10, 10), box(0, 0, 24, 10), box(60, 0, 70, 10)])
-    report = error_kinds.sort_errors(detector, str(tmp_path), "images", "gt.txt")
+    report = load_benchmark("error_kinds").sort_errors(FixedDetector(DETS), str(tmp_path), "images", "gt.txt")
     assert report["detections"] == {"matched": 1, "merged": 1, "background": 1}
     assert report["words"] == {"found": 1, "in a merged box": 1, "missed": 1}
-    assert report["recall_by_height"] == {"8-12 px": "1/2", "24-32 px": "0/1"}
+    assert report["recall_by_height"] == {"8-12 px": {"found": 1, "words": 2}, "24-32 px": {"found": 0, "words": 1}}
