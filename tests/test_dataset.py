@@ -169,3 +169,25 @@ def test_keep_freed_memory_stops_page_faults_between_samples():
     assert faults("default")[1] >= (8 if huge else 1000)  # 2,021 here (4 KiB pages)
     taken, kept = faults("keep")
     assert taken == "True" and kept <= 1  # 0 here; a stray fault is not the heap
+
+
+def test_min_epoch_samples_passes_over_a_small_set_several_times(tmp_path):
+    """3 photos and min_samples 7: each photo 3 times an epoch (9 samples); position p reads photo p % 3, the
+    first pass is the unrepeated set's sample for sample, and a later pass draws its own augmentation (a
+    random brightness of a flat grey photo: another grey level)."""
+    root = str(tmp_path)
+    make_set(root, [label(f"{name}.jpg") for name in "abc"], dict.fromkeys(["a.jpg", "b.jpg", "c.jpg"]))
+    brighten = build_transforms([{"DecodeImage": {"img_mode": "RGB"}}, "DetLabelEncode",
+                                 {"RandomColorAdjust": {"brightness": 0.5}}])
+    once = DetDataset(root, "imgs", "gt.txt", brighten, ["image", "img_path"], seed=0)
+    repeated = DetDataset(root, "imgs", "gt.txt", brighten, ["image", "img_path"], seed=0, min_samples=7)
+    assert (len(once), repeated.repeats, len(repeated)) == (3, 3, 9)
+    names = [os.path.basename(repeated[(0, position)]["img_path"]) for position in range(9)]
+    assert names == ["a.jpg", "b.jpg", "c.jpg"] * 3
+    for position in range(3):
+        assert np.array_equal(repeated[(0, position)]["image"], once[(0, position)]["image"])
+    first_pass, second_pass = repeated[(0, 0)]["image"], repeated[(0, 3)]["image"]
+    assert first_pass.std() == 0 and second_pass.std() == 0  # flat grey, at two levels
+    assert first_pass[0, 0, 0] != second_pass[0, 0, 0]
+    # a set as large as min_samples is passed over once
+    assert DetDataset(root, "imgs", "gt.txt", brighten, ["image"], seed=0, min_samples=3).repeats == 1

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from textdet.config import Config
 from textdet.data.dataset import EpochSampler, collate
 from textdet.engine.amp import LossScaler, amp_settings
 from textdet.engine.checkpoint import atomic_save, load_checkpoint
@@ -18,6 +19,7 @@ from textdet.engine.finetune import freeze_parts, keep_frozen_in_eval_mode
 from textdet.engine.optim import build_optimizer, build_optimizer_in_background, load_optimizer_state, param_groups
 from textdet.engine.retention import EpochCheckpoints
 from textdet.engine.schedule import LRSchedule
+from textdet.engine.train_eval import TrainEvaluation
 from textdet.errors import ConfigError, TextdetError
 
 
@@ -251,3 +253,17 @@ def test_system_deterministic_turns_on_deterministic_kernels(monkeypatch):
     finally:
         torch.use_deterministic_algorithms(before[0])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], before[2]
+
+
+@pytest.mark.parametrize("start, interval, epochs, due", [
+    (2, 2, 10, [2, 4, 6, 8, 10]),  # the written PP-OCR YAML
+    (2, 2, 5, [2, 4, 5]),  # the last epoch always ends with a score
+    (1, 1, 3, [1, 2, 3]),  # every epoch (the built-in recipe)
+    (3, 5, 4, [3, 4]),
+    (6, 1, 4, [4]),  # a start after the run: the last epoch still evaluates
+])
+def test_evaluations_follow_mindocr_and_always_the_last_epoch(start, interval, epochs, due):
+    cfg = Config()
+    cfg.system.val_start_epoch, cfg.system.val_interval, cfg.scheduler.num_epochs = start, interval, epochs
+    evaluation = TrainEvaluation(cfg, evaluator=None)
+    assert [epoch for epoch in range(1, epochs + 1) if evaluation.due(epoch)] == due

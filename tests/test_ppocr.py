@@ -113,8 +113,9 @@ def test_convert_ppocr_roundtrip(v4_shaped_onnx, tmp_path) -> None:
 def test_fine_tuning_defaults_follow_the_release() -> None:
     """The written YAML: the whole network learns on its imported BatchNorm statistics, without the threshold
     branch, with the gap penalty; the learning rate is the release's (PP-OCRv5's weights collapse at v4's
-    1e-3), PP-OCRv4's backbone at a tenth of it, the epochs the network's (what fits 30 minutes on 2 CPU
-    cores: PPLCNetV4 steps are slower)."""
+    1e-3), PP-OCRv4's backbone at a tenth of it; every release the same schedule: 10 epochs of at least 450
+    windows of 640 x 640 cut at the evaluation's scale, an evaluation every second epoch and at the last,
+    bf16 where the CPU has it natively."""
     v4_v5_network, v6_network = ARCHITECTURES
     written = {
         "v4": ppocr_config("m.ckpt", "v4", v4_v5_network, "PP-OCRv4 mobile det"),
@@ -124,8 +125,7 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
     }
     assert {name: cfg["scheduler"]["lr"] for name, cfg in written.items()} == {
         "v4": 1e-3, "v5": 3e-4, "v6": 3e-4, "other": 3e-4}
-    assert {name: cfg["scheduler"]["num_epochs"] for name, cfg in written.items()} == {
-        "v4": 10, "v5": 9, "v6": 6, "other": 7}
+    assert {name: cfg["scheduler"]["num_epochs"] for name, cfg in written.items()} == dict.fromkeys(written, 10)
     assert {name: cfg["optimizer"].get("lr_mult") for name, cfg in written.items()} == {
         "v4": {"backbone": 0.1}, "v5": None, "v6": None, "other": None}
     for cfg in written.values():
@@ -143,6 +143,9 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
         assert "BorderMap" in [next(iter(step)) for step in train["transform_pipeline"]]
         assert "BorderMap" not in [next(iter(step)) for step in cfg["eval"]["dataset"]["transform_pipeline"]]
         assert cfg["loss"]["gap_weight"] == 0.1 and cfg["loss"]["bce_replace"] == "diceloss"
+        assert train["min_epoch_samples"] == 450  # 225 photos: each twice an epoch; 900: once
+        assert (cfg["system"]["val_start_epoch"], cfg["system"]["val_interval"]) == (2, 2)
+        assert cfg["system"]["amp_level"] == "auto"
 
 
 @pytest.mark.slow
@@ -154,9 +157,7 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     run_dir = tmp_path / "run"
     data = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}"]
     speed = [f"train.ckpt_save_dir={run_dir}", "scheduler.num_epochs=1", "train.gradient_accumulation_steps=1",
-             "train.loader.num_workers=0", "eval.loader.num_workers=0",
-             "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
-             "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+             "train.loader.num_workers=0", "eval.loader.num_workers=0", *TINY_PHOTOS]
     args = ["train", "-c", str(out / "v4.yaml")]
     for override in data + speed:
         args += ["-o", override]
@@ -167,11 +168,14 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     cfg = load_config(str(out / "v4.yaml"))
     assert (cfg.train.dataset.data_dir, cfg.train.dataset.label_file) == ("train/images", "train_gt.txt")
     assert (cfg.eval.dataset.data_dir, cfg.eval.dataset.label_file) == ("val/images", "test_gt.txt")
-    # whole photos, resized for training exactly as for evaluation (no rescaled crops), one photo a step
+    # photos resized for training exactly as for evaluation (no rescaled crops), then a 640 x 640 window
+    # at that scale, one window a step
     train_ops = [next(iter(step)) for step in cfg.train.dataset.transform_pipeline]
-    assert not {"RandomCropWithBBox", "RandomTextCrop", "RandomScale"} & set(train_ops)
-    train_resize = cfg.train.dataset.transform_pipeline[train_ops.index("DetResize")]["DetResize"]
+    assert not {"RandomCropWithBBox", "RandomScale"} & set(train_ops)
+    resize_at = train_ops.index("DetResize")
+    train_resize = cfg.train.dataset.transform_pipeline[resize_at]["DetResize"]
     assert train_resize == cfg.eval.dataset.transform_pipeline[2]["DetResize"]
+    assert cfg.train.dataset.transform_pipeline[resize_at + 1] == {"RandomTextCrop": {"crop_size": [640, 640]}}
     assert cfg.train.loader.batch_size == 1
     # PaddleOCR's preprocessing: BGR pixels, ImageNet mean/std on 0-255 values, B first
     pipeline = build.build_pipeline(cfg, "eval")
@@ -180,6 +184,13 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     got = normalize({"image": pixel}, np.random.default_rng(0))["image"].reshape(3)
     expected = [(255 - 123.675) / 58.395, (0 - 116.28) / 57.12, (128 - 103.53) / 57.375]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+# The tests' 96 px photos: resized to 96, a 96 x 96 window, one pass an epoch (not 450 windows).
+TINY_PHOTOS = ["train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
+               "train.dataset.transform_pipeline.6.RandomTextCrop.crop_size=[96,96]",
+               "train.dataset.min_epoch_samples=0",
+               "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
 
 
 def regions_in_line(label_file: Path, line_no: int) -> int:
@@ -196,8 +207,7 @@ def guarded_train_args(yaml_path, synth_root, run_dir, margin: float, epochs: in
                  f"train.ckpt_save_dir={run_dir}", f"scheduler.num_epochs={epochs}",
                  "train.gradient_accumulation_steps=1", "train.loader.num_workers=0",
                  "eval.loader.num_workers=0", f"train.guard_margin={margin}", f"train.guard_regions={regions}",
-                 "train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
-                 "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+                 *TINY_PHOTOS]
     args = ["train", "-c", str(yaml_path)]
     for override in overrides:
         args += ["-o", override]

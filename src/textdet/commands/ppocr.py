@@ -41,22 +41,18 @@ class Architecture(NamedTuple):
     """A PP-OCR detection network textdet imports, and the preprocessing its releases were trained with.
 
     ``mean``/``std`` (0-255 scale) apply to the channels in PaddleOCR's order: BGR, as its DecodeImage
-    reads them. ``fine_tune_epochs``: the epochs of the written YAML, as many as fit in 30 minutes on 2 CPU
-    cores for 250 ICDAR2015-sized photos with the whole network learning and an evaluation after each.
+    reads them.
     """
 
     name: str
     network: dict
     mean: list[float]
     std: list[float]
-    fine_tune_epochs: int
 
 
 ARCHITECTURES = [
-    Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET,
-                 IMAGENET_MEAN, IMAGENET_STD, fine_tune_epochs=7),
-    Architecture("PP-OCRv6 small det (PPLCNetV4 small + RepLKFPN)", PPOCR_V6_SMALL_DET,
-                 IMAGENET_MEAN, IMAGENET_STD, fine_tune_epochs=6),
+    Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET, IMAGENET_MEAN, IMAGENET_STD),
+    Architecture("PP-OCRv6 small det (PPLCNetV4 small + RepLKFPN)", PPOCR_V6_SMALL_DET, IMAGENET_MEAN, IMAGENET_STD),
 ]
 # Official releases of an architecture, told apart by their first convolution's weights
 # (sha256, first 16 hex digits).
@@ -74,11 +70,16 @@ FINE_TUNE_LR = 3e-4
 # Measured on PP-OCRv4 (docs/DESIGN_NOTES.md, "Fourth round"): a tenth for the backbone took away the
 # epoch that fell below zero-shot after the first; v5 and v6 have not been run with it.
 RELEASE_BACKBONE_LR_MULT = {"PP-OCRv4 mobile det": 0.1}
-# Epochs per release where more than the architecture's fine_tune_epochs fit in 30 minutes and were measured
-# on real photos (docs/DESIGN_NOTES.md, "Seventh round" and "Eighth round"), 2 CPU cores, IC15-even:
-# PP-OCRv4's 10 took 26.2 minutes and ended 0.645 against 0.609 for 7; PP-OCRv5's 9 took 24.5 minutes and
-# ended 0.630 against 0.608 for 7 (its 10 took 30.2 minutes, over the 30).
-RELEASE_FINE_TUNE_EPOCHS = {"PP-OCRv4 mobile det": 10, "PP-OCRv5 mobile det": 9}
+# The schedule, for every release (docs/DESIGN_NOTES.md, "ICDAR2015's official split"): 10 epochs of
+# 640 x 640 windows cut from the photos resized as evaluation resizes them (a window costs the same
+# whatever the photo's size: a small photo enlarged to a 736 px short side no longer costs more than a large
+# one), at least FINE_TUNE_EPOCH_SAMPLES windows an epoch (a few hundred photos are passed over several
+# times), and an evaluation every second epoch and at the last (an evaluation of 500 photos costs about
+# as much as 600 steps). ICDAR2015's 1,000 training photos: 10 x 900 windows; 250 photos: 10 x 450.
+FINE_TUNE_EPOCHS = 10
+FINE_TUNE_CROP = [640, 640]
+FINE_TUNE_EPOCH_SAMPLES = 450
+FINE_TUNE_VAL_INTERVAL = 2
 # loss.gap_weight: the weight of the penalty on P in the band around each word (DBLoss). Measured at 0.1
 # (docs/DESIGN_NOTES.md, "Eighth round" and "Ninth round"), last epoch on IC15-even: PP-OCRv4 0.679 against
 # 0.645 without, PP-OCRv5 0.670 against 0.630; PP-OCRv6 0.655 against 0.602 (with the start guard, "Eleventh
@@ -296,15 +297,17 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
     # Fine-tuning defaults, each measured on real photos (docs/DESIGN_NOTES.md): BatchNorms on their imported
     # statistics, PaddleOCR's Dice loss on P plus the gap penalty (P pushed to 0 in the band around each
     # word, where a line detector's P is saturated), no threshold branch (inference uses P alone; the branch
-    # cost a seventh of each step and bought no f-score), fp32 (faster than bf16 for these networks on a
-    # CPU), the whole network learning (a frozen backbone and neck kept the word gaps out of reach), Adam at
-    # the release's learning rate with half an epoch of warm-up, and whole photos resized as evaluation
-    # resizes them (crops rescaled into a small square taught another scale and cost precision; windows at
-    # scale 1, RandomTextCrop, scored no higher and swung more).
-    # One photo a step, four steps to an update: photos of different sizes cannot share a batch.
+    # cost a seventh of each step and bought no f-score), the whole network learning (a frozen backbone and
+    # neck kept the word gaps out of reach), Adam at the release's learning rate with half an epoch of
+    # warm-up, and photos resized as evaluation resizes them (crops rescaled into a small square taught
+    # another scale and cost precision), then cut to a 640 x 640 window around a random word
+    # (FINE_TUNE_CROP: whole photos cost 2.3x a window's step). One window a step, four steps to an update.
     # The last two epochs' checkpoints (each with the thresholds chosen for it) next to best.ckpt, which is
     # picked on the evaluation split: the last epoch is the fair score there.
-    cfg["system"].update(amp_level="O0", val_interval=1, val_start_epoch=1, ckpt_save_policy="latest_k")
+    # amp auto: bf16 where the CPU has it natively (PPLCNetV4's large depthwise kernels run 2.7x faster
+    # there), fp32 where bf16 would be emulated.
+    cfg["system"].update(amp_level="auto", val_interval=FINE_TUNE_VAL_INTERVAL,
+                         val_start_epoch=FINE_TUNE_VAL_INTERVAL, ckpt_save_policy="latest_k")
     cfg["model"]["head"] = {**cfg["model"]["head"], "adaptive": False}
     cfg["loss"]["bce_replace"] = "diceloss"
     # The start guard: a tenth of the training photos set aside to compare each epoch's model with the
@@ -314,8 +317,7 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
                         guard_thresholds=True)
     cfg["train"]["loader"]["batch_size"] = 1
     lr = RELEASE_FINE_TUNE_LR.get(release, FINE_TUNE_LR)
-    epochs = RELEASE_FINE_TUNE_EPOCHS.get(release, arch.fine_tune_epochs)
-    cfg["scheduler"].update(lr=lr, num_epochs=epochs, warmup_epochs=0.5)
+    cfg["scheduler"].update(lr=lr, num_epochs=FINE_TUNE_EPOCHS, warmup_epochs=0.5)
     if release in RELEASE_BACKBONE_LR_MULT:
         cfg["optimizer"]["lr_mult"] = {"backbone": RELEASE_BACKBONE_LR_MULT[release]}
     cfg["train"]["ckpt_save_dir"], cfg["eval"]["ckpt_load_path"] = f"./runs/{name}", ckpt
@@ -335,11 +337,14 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
             elif op in ("RandomCropWithBBox", "DetResize"):
                 step = {"DetResize": dict(EVAL_RESIZE)}
             pipeline.append(step)
+            if split == "train" and op == "RandomCropWithBBox":  # a window at the evaluation's scale
+                pipeline.append({"RandomTextCrop": {"crop_size": list(FINE_TUNE_CROP)}})
         cfg[split]["dataset"]["transform_pipeline"] = pipeline
     # P's targets and BorderMap's band around each word, where the gap penalty pushes P to 0: the threshold
     # branch does not train, but PP-OCR draws lines and ICDAR2015-style labels are words (DESIGN_NOTES)
     train_columns = ["image", "binary_map", "mask", "thresh_map", "thresh_mask"]
-    cfg["train"]["dataset"].update(output_columns=train_columns, label_column_index=[1, 2, 3, 4])
+    cfg["train"]["dataset"].update(output_columns=train_columns, label_column_index=[1, 2, 3, 4],
+                                   min_epoch_samples=FINE_TUNE_EPOCH_SAMPLES)
     cfg["loss"]["gap_weight"] = GAP_WEIGHT
     return cfg
 

@@ -97,6 +97,9 @@ class DatasetConfig:
     meta_data_column_index: list = field(default_factory=list)
     use_minddata: bool = False
     cache_images: bool | str = "auto"  # textdet: decode each image once (shared memory); auto = if it fits
+    # textdet: an epoch holds at least this many samples: a smaller set is passed over several whole times
+    # (each pass its own random draws), so a schedule in epochs fits a few hundred photos and a few thousand
+    min_epoch_samples: int = 0
 
 
 @dataclass

@@ -28,12 +28,17 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
 class DetDataset(Dataset):
-    """Label-file records run through ``transform(sample, rng)``; ``cache_images``: True/False/"auto" (data.cache)."""
+    """Label-file records run through ``transform(sample, rng)``; ``cache_images``: True/False/"auto" (data.cache).
+
+    ``min_samples`` (``min_epoch_samples``): a set of fewer records is passed over ``repeats`` whole times
+    per epoch, each pass with its own random draws (the sample's position seeds them, not its record).
+    """
 
     def __init__(self, dataset_root: str, data_dir: str, label_file: str | Sequence[str],
                  transform: Callable[[dict, np.random.Generator], dict], output_columns: Sequence[str],
                  sample_ratio: float = 1.0, seed: int = 0, config_prefix: str = "dataset",
-                 cache_images: bool | str = False, aside_every: int = 0, aside_only: bool = False):
+                 cache_images: bool | str = False, aside_every: int = 0, aside_only: bool = False,
+                 min_samples: int = 0):
         image_dir, files = check_dataset_paths(dataset_root, data_dir, label_file, config_prefix)
         if not output_columns:
             raise DataError(f"{config_prefix}.output_columns is empty: list the sample keys to return")
@@ -57,6 +62,7 @@ class DetDataset(Dataset):
             raise DataError(f"no usable samples in {', '.join(files)} under {image_dir} "
                             f"({len(self.problems)} problems; run `textdet check-data -c CFG` to list them)")
         self.image_dir = image_dir
+        self.repeats = max(1, math.ceil(min_samples / len(self.records)))
         self.transform = transform
         self.output_columns = list(output_columns)
         self.seed = seed
@@ -69,7 +75,7 @@ class DetDataset(Dataset):
                 steps[0] = CachedDecode(steps[0], self.cache)
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.records) * self.repeats
 
     def load(self, index: int, rng: np.random.Generator) -> dict:
         """Run one record through the pipeline; raises SampleError when it cannot be used."""
@@ -82,10 +88,11 @@ class DetDataset(Dataset):
         return sample
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict:
-        epoch, index = key if isinstance(key, tuple) else (0, key)
+        epoch, position = key if isinstance(key, tuple) else (0, key)
+        index = position % len(self.records)  # the record; a repeated set's passes differ by position
         skipped = []
         for attempt in range(_MAX_RETRIES):
-            rng = np.random.default_rng([self.seed, epoch, index, attempt])
+            rng = np.random.default_rng([self.seed, epoch, position, attempt])
             try:
                 sample = self.load(index, rng)
             except SampleError as e:

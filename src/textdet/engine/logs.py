@@ -106,6 +106,14 @@ class EpochStats:
         return out
 
 
+def train_samples(train_set, min_epoch_samples: int) -> str | int:
+    """The banner's sample count; a repeated set (``min_epoch_samples``) says how it got there."""
+    if train_set.repeats == 1:
+        return len(train_set)
+    return (f"{len(train_set)} an epoch ({len(train_set.records)} photos, each {train_set.repeats} times: "
+            f"train.dataset.min_epoch_samples {min_epoch_samples})")
+
+
 def banner(t) -> str:
     """MindOCR's start-of-training summary, with the same field names; ``t``: a built ``engine.trainer.Trainer``."""
     cfg = t.cfg
@@ -121,7 +129,7 @@ def banner(t) -> str:
         ("Total number of parameters", t.n_params_total),
         ("Total number of trainable parameters", t.n_params),
         ("Data root", cfg.train.dataset.dataset_root),
-        ("Train samples", len(t.train_set)),
+        ("Train samples", train_samples(t.train_set, cfg.train.dataset.min_epoch_samples)),
         ("Eval samples", len(t.eval_set) if t.eval_set is not None else "no evaluation (val_while_train False)"),
         ("Optimizer", cfg.optimizer.opt),
         ("Batch size", batch_size),

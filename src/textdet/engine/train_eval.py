@@ -1,5 +1,5 @@
 """Evaluation while training: which epochs end with one (``system.val_start_epoch``,
-``system.val_interval``), and running it on the eval set at the precision ``textdet eval`` uses."""
+``system.val_interval``, and the last), and running it on the eval set at the precision ``textdet eval`` uses."""
 
 from __future__ import annotations
 
@@ -29,12 +29,16 @@ class TrainEvaluation:
 
     def __init__(self, cfg: Config, evaluator: Evaluator, guard: StartGuard | None = None) -> None:
         self.system = cfg.system
+        self.num_epochs = cfg.scheduler.num_epochs
         self.evaluator = evaluator
         self.guard = guard
         self.start_perf: dict | None = None  # the start's eval-split scores: computed once, when first kept
 
     def due(self, epoch: int) -> bool:
-        """Whether (1-based) ``epoch`` ends with an evaluation."""
+        """Whether (1-based) ``epoch`` ends with an evaluation: MindOCR's rule, and the last epoch always (as
+        MMEngine's loop does), so that a run with a sparse cadence still ends with its score."""
+        if epoch == self.num_epochs:
+            return True
         if epoch < self.system.val_start_epoch:
             return False
         return (epoch - self.system.val_start_epoch) % self.system.val_interval == 0
