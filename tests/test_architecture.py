@@ -18,7 +18,7 @@ LAYERS = {
     "textdet": 1, "geometry": 1, "config": 1, "checks": 1, "device": 1, "hub": 1, "icdar": 1,
     "unpickling": 1, "export_defaults": 1,
     "data": 2, "models": 2, "loss": 2, "postprocess": 2, "metrics": 2,
-    "engine": 3,
+    "engine": 3, "report": 3,
     "export": 4,
     "predict": 5,
     "commands": 6,

@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_protocol(p)
     p.add_argument("--sweep", action="store_true", help="also score a grid of binary_thresh x box_thresh on the "
                    "same model outputs; its best pair is tuned on the evaluation split (an oracle)")
+    p.add_argument("--report", metavar="DIR", help="also write DIR/index.html: the figures, the error kinds, the "
+                   "threshold grid and every photo drawn with labels and detections (opens from disk; needs "
+                   "matplotlib: the plot extra)")
+    p.add_argument("--compare", metavar="CKPT_OR_ONNX", help="with --report: evaluate this checkpoint or ONNX "
+                   "model on the same photos too, and draw the two side by side")
 
     p = sub.add_parser("predict", help="detect text in images/folders -> predictions.json (+ drawn images)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders (jpg/jpeg/png/bmp)")
@@ -162,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master-port", type=int, default=int(os.environ.get("MASTER_PORT", "29500")))
     p.add_argument("--device", help="--distributed: cpu, cuda, npu, xpu (default: the accelerator torch sees)")
 
-    p = sub.add_parser("plot", help="draw curves.png from a run folder's metrics.jsonl")
+    p = sub.add_parser("plot", help="draw curves.png from a run folder's metrics.jsonl (matplotlib) and "
+                       "report.html, which shows it and links the evaluation reports in the run folder")
     p.add_argument("run_dir")
     return parser
 
@@ -287,6 +293,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.compare and not args.report:
+        raise ConfigError("--compare draws two models side by side in a report: add --report DIR")
     if args.protocol:
         args.opt = [*args.opt, f"metric.protocol={args.protocol}"]
     cfg = load_cfg(args)
@@ -294,17 +302,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from textdet.engine.validate import check_weight_paths
 
         check_weight_paths(cfg, ("eval.ckpt_load_path",))  # before torch: a typo fails in a second
+    from textdet.commands.evaluate import evaluate_model, run_report
     from textdet.engine.evaluator import sweep_report
 
     progress = not args.no_progress and sys.stdout.isatty() and not args.json
-    if args.onnx:
-        from textdet.export import evaluate_onnx
-
-        result = evaluate_onnx(cfg, args.onnx, device=args.device, progress=progress, sweep=args.sweep)
+    if args.report:
+        result = run_report(cfg, args.config, args.ckpt, args.onnx, args.device, progress, args.report, args.compare)
     else:
-        from textdet.engine.evaluator import evaluate_checkpoint
-
-        result = evaluate_checkpoint(cfg, ckpt=args.ckpt, device=args.device, progress=progress, sweep=args.sweep)
+        result = evaluate_model(cfg, args.ckpt, args.onnx, args.device, progress, args.sweep)
     result["protocol"] = cfg.metric.get("protocol", "icdar15")
     line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
             f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
@@ -313,6 +318,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from textdet.engine.checkpoint import thresholds_note
 
         line += "\n" + thresholds_note(result["thresholds_from_checkpoint"])
+    if "compare" in result:
+        other = result["compare"]
+        line += (f"\ncompared with {other['checkpoint']}: recall {other['recall']:.4f}, precision "
+                 f"{other['precision']:.4f}, f-score {other['f-score']:.4f}")
+    if "report" in result:
+        report = result["report"]
+        line += (f"\nreport: {report['path']} ({report['photos']} photos, {report['seconds']:.1f} s, "
+                 f"{report['megabytes']:.1f} MB)")
     if args.json:
         print(json.dumps(result))
     elif args.sweep:
@@ -355,7 +368,8 @@ def cmd_check_data(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from textdet.commands.plot import plot_run
 
-    print(f"wrote {plot_run(args.run_dir)}")
+    page = plot_run(args.run_dir)
+    print(f"wrote {os.path.join(args.run_dir, 'curves.png')} and {page}")
     return 0
 
 

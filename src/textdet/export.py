@@ -98,12 +98,12 @@ class OnnxModel:
 
 
 def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False,
-                  sweep: bool = False) -> dict:
+                  sweep: bool = False, per_image: bool = False) -> dict:
     """``textdet eval --onnx``: ``evaluate_checkpoint``'s keys plus "onnx"; needs no ``model`` section."""
     pipeline = validate(cfg, ("eval",), model=False)["eval"]
     model, cpu = OnnxModel(onnx_path, device=device), torch.device("cpu")
-    result = timed_run(build_evaluator(cfg, pipeline, cpu, False, amp_settings("O0", "cpu"), progress, sweep), model,
-                       onnx_path)
+    evaluator = build_evaluator(cfg, pipeline, cpu, False, amp_settings("O0", "cpu"), progress, sweep, per_image)
+    result = timed_run(evaluator, model, onnx_path)
     return {**result, "onnx": result["checkpoint"]}
 
 

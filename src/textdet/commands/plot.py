@@ -1,19 +1,21 @@
-"""``curves.png`` from ``metrics.jsonl``, drawn with OpenCV so no plotting library is required."""
+"""``textdet plot RUN_DIR``: the run's curves (``curves.png``, drawn with matplotlib: the ``plot`` extra) and
+``report.html``, a page that shows them and links the evaluation reports found in the run folder."""
 
 from __future__ import annotations
 
 import json
 import os
-
-import cv2
-import numpy as np
+from html import escape
 
 from textdet.errors import TextdetError
+from textdet.report.figures import pyplot
+from textdet.report.html import GENERATOR
 
-_PANELS = (("loss", "train loss"), ("f-score", "eval f-score / recall / precision"), ("lr", "learning rate"),
-           ("img_per_s", "train img/s"))
-_EXTRA = {"f-score": ("recall", "precision")}
-_COLOURS = ((200, 80, 20), (30, 150, 30), (20, 20, 200))
+# (key, title) per panel; a panel's extra series drawn with its key.
+PANELS = (("loss", "train loss"), ("f-score", "eval f-score / recall / precision"), ("lr", "learning rate"),
+          ("img_per_s", "train img/s"))
+EXTRA = {"f-score": ("recall", "precision")}
+CURVES_SIZE = (9.6, 6.0)  # inches at 100 dpi: 960 x 600 px
 
 
 def read_metrics(run_dir: str) -> list[dict]:
@@ -24,42 +26,71 @@ def read_metrics(run_dir: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _panel(records: list[dict], keys: tuple[str, ...], title: str, w: int = 480, h: int = 300) -> np.ndarray:
-    img = np.full((h, w, 3), 255, np.uint8)
-    cv2.putText(img, title, (10, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
-    series = [[(r["epoch"], r[k]) for r in records if isinstance(r.get(k), (int, float))] for k in keys]
-    pts = [p for s in series for p in s]
-    x0, y0, x1, y1 = 50, 35, w - 15, h - 30
-    cv2.rectangle(img, (x0, y0), (x1, y1), (180, 180, 180), 1)
-    if not pts:
-        cv2.putText(img, "no data", (x0 + 10, y0 + 30), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (120, 120, 120), 1)
-        return img
-    ex, ey = zip(*pts, strict=True)
-    lo_x, hi_x = min(ex), max(max(ex), min(ex) + 1)
-    lo_y, hi_y = min(ey), max(ey)
-    if hi_y - lo_y < 1e-12:
-        lo_y, hi_y = lo_y - 0.5, hi_y + 0.5
-    for text, yv in ((f"{hi_y:.3g}", y0 + 5), (f"{lo_y:.3g}", y1)):
-        cv2.putText(img, text, (2, yv), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (80, 80, 80), 1, cv2.LINE_AA)
-    cv2.putText(img, f"epoch {lo_x}..{hi_x}", (x0, h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (80, 80, 80), 1)
-    for s, key, colour in zip(series, keys, _COLOURS, strict=False):
-        if not s:
-            continue
-        poly = np.array([[x0 + (x - lo_x) / (hi_x - lo_x) * (x1 - x0), y1 - (y - lo_y) / (hi_y - lo_y) * (y1 - y0)]
-                         for x, y in s], np.int32)
-        cv2.polylines(img, [poly], False, colour, 2, cv2.LINE_AA)
-        for p in poly:
-            cv2.circle(img, tuple(int(v) for v in p), 3, colour, -1)
-        if len(keys) > 1:
-            cv2.putText(img, key, (x1 - 90, y0 + 15 + 15 * keys.index(key)), cv2.FONT_HERSHEY_SIMPLEX, 0.4, colour, 1)
-    return img
+def draw_curves(records: list[dict], path: str) -> None:
+    """Loss, eval f-score / recall / precision, learning rate and throughput per epoch, 2 x 2 panels."""
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(2, 2, figsize=CURVES_SIZE, dpi=100)
+    for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
+        drawn = 0
+        for name in (key, *EXTRA.get(key, ())):
+            points = [(r["epoch"], r[name]) for r in records if isinstance(r.get(name), (int, float))]
+            if points:
+                epochs, values = zip(*points, strict=True)
+                ax.plot(epochs, values, marker="o", markersize=3, label=name)
+                drawn += 1
+        if not drawn:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
+        elif len(EXTRA.get(key, ())):
+            ax.legend(fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def find_reports(run_dir: str) -> list[str]:
+    """The run folder's sub-folders holding a ``textdet eval --report`` page, the newest first."""
+    found = []
+    for name in sorted(os.listdir(run_dir)):
+        index = os.path.join(run_dir, name, "index.html")
+        if os.path.isfile(index):
+            with open(index, encoding="utf-8", errors="replace") as f:
+                if GENERATOR in f.read(2000):
+                    found.append(name)
+    return sorted(found, key=lambda name: os.path.getmtime(os.path.join(run_dir, name, "index.html")), reverse=True)
+
+
+def run_page(run_dir: str, records: list[dict]) -> str:
+    """report.html: the curves, the last epoch's figures and links to the evaluation reports."""
+    reports = find_reports(run_dir)
+    if reports:
+        links = "".join(f'<li><a href="{escape(name)}/index.html">{escape(name)}</a>'
+                        f'{" (the last evaluation)" if i == 0 else ""}</li>' for i, name in enumerate(reports))
+        evaluations = f"<ul>{links}</ul>"
+    else:
+        evaluations = ("<p>None in this folder yet: <code>textdet eval -c RUN/train_config.yaml --report "
+                       "RUN/eval_report</code> writes one, and <code>textdet plot RUN</code> then links it.</p>")
+    last = records[-1] if records else {}
+    figures = ", ".join(f"{key} {last[key]:.4g}" for key in ("loss", "recall", "precision", "f-score")
+                        if isinstance(last.get(key), (int, float)))
+    title = f"Run {os.path.basename(os.path.abspath(run_dir))}"
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title></head>'
+            '<body style="font:14px system-ui,sans-serif;margin:24px">'
+            f"<h1>{escape(title)}</h1><p>{len(records)} epochs; last: {escape(figures)}</p>"
+            '<img src="curves.png" alt="training curves" style="max-width:100%">'
+            f"<h2>Evaluation reports</h2>{evaluations}</body></html>\n")
 
 
 def plot_run(run_dir: str) -> str:
-    """Write ``run_dir/curves.png`` (loss, f-score/recall/precision, LR, throughput per epoch)."""
+    """Write ``run_dir/curves.png`` and ``run_dir/report.html``; returns the page's path."""
     records = read_metrics(run_dir)
-    panels = [_panel(records, (k, *_EXTRA.get(k, ())), title) for k, title in _PANELS]
-    grid = np.vstack([np.hstack(panels[:2]), np.hstack(panels[2:])])
-    path = os.path.join(run_dir, "curves.png")
-    cv2.imwrite(path, grid)
+    draw_curves(records, os.path.join(run_dir, "curves.png"))
+    path = os.path.join(run_dir, "report.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(run_page(run_dir, records))
     return path

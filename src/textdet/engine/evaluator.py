@@ -106,9 +106,11 @@ class Evaluator:
     """A model over an eval loader -> ``metric.compute()``; post-processing overlaps the next forward (a thread)."""
 
     def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False,
-                 sweep: ThresholdSweep | None = None):
+                 sweep: ThresholdSweep | None = None, per_image: bool = False):
         self.loader, self.postprocess, self.metric, self.sweep = loader, postprocess, metric, sweep
         self.feed, self.amp, self.progress = feed, amp, progress
+        # per_image: keep each photo's detections and labels (the eval report draws them); None: keep nothing
+        self.per_image: list[dict] | None = [] if per_image else None
         self.images = 0
         self.shapes: Counter = Counter()
         self.parts: dict[str, float] = {}
@@ -134,6 +136,11 @@ class Evaluator:
         middle = time.perf_counter()
         gts, tags = ground_truth(batch)
         self.metric.update([d["polys"] for d in dets], gts, tags)
+        if self.per_image is not None:
+            paths = batch.get("img_path", [None] * len(dets))  # in the batch when output_columns has img_path
+            for det, gt, tag, path in zip(dets, gts, tags, paths, strict=True):
+                self.per_image.append({"img_path": path, "polys": det["polys"], "scores": det["scores"],
+                                       "gts": gt, "ignore_tags": tag})
         if self.sweep is not None:  # the probabilities only: "bitmap" holds the config's binary_thresh
             self.sweep.update(host[getattr(self.postprocess, "pred_name", "binary")], shape_list, gts, tags)
         self.parts["postprocess"] += middle - start
@@ -146,6 +153,8 @@ class Evaluator:
         self.metric.reset()
         if self.sweep is not None:
             self.sweep.reset()
+        if self.per_image is not None:
+            self.per_image = []
         self.images = 0
         self.shapes: Counter = (
             Counter()
@@ -204,6 +213,8 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
     }
     if evaluator.sweep is not None:
         out["sweep"] = evaluator.sweep.results()
+    if evaluator.per_image is not None:
+        out["per_image"] = evaluator.per_image
     return out
 
 
@@ -215,6 +226,7 @@ def build_evaluator(
     amp: AmpSettings,
     progress: bool = False,
     sweep: bool = False,
+    per_image: bool = False,
 ) -> Evaluator:
     """The config's eval set, post-processing and metric for a model on ``dev``: every eval path's wiring."""
     pipe, normalize = build.split_device_normalize(pipeline, normalize_on_device)
@@ -228,6 +240,7 @@ def build_evaluator(
         amp,
         progress,
         ThresholdSweep(post, metric) if sweep else None,
+        per_image,
     )
 
 
@@ -237,16 +250,18 @@ def evaluate_checkpoint(
     device: str | None = None,
     progress: bool = False,
     sweep: bool = False,
+    per_image: bool = False,
 ) -> dict:
     """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep;
-    + the thresholds taken from the checkpoint, when its training run chose them)."""
+    + the thresholds taken from the checkpoint, when its training run chose them; + "per_image": each photo's
+    detections and labels)."""
     pipeline = validate(cfg, ("eval",))["eval"]
     model, path, adopted = build.load_model(cfg, ckpt)
     dev = pick_device(device)
     model.to(dev).eval()
     amp = inference_amp_settings(cfg, dev.type)
     result = timed_run(
-        build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep), model, path
+        build_evaluator(cfg, pipeline, dev, is_accelerator(dev), amp, progress, sweep, per_image), model, path
     )
     if adopted:
         result["thresholds_from_checkpoint"] = adopted
