@@ -30,7 +30,7 @@ KEYS: dict[str, str] = {
         "Data-parallel training. In textdet: DDP under `torchrun --nproc_per_node=N -m textdet train -c CFG` (gloo "
         "on the CPU is tested; nccl ran at world size 1 on an H200; several GPUs not yet run). See "
         "[Several GPUs or nodes](../guides/distributed.md)."),
-    "system.device_id": "MindSpore's device index (ignored: see the reason).",
+    "system.device_id": "MindSpore's device index.",
     "system.amp_level": (
         "Mixed precision. O0 fp32; O1/O2 autocast (bf16 or fp16 on accelerators, both ran on an H200; bf16 on the "
         "CPU), with sigmoids, BatchNorm and losses in fp32 (BCE from logits); O3 runs as O2 (fp32 master weights), "
@@ -65,11 +65,11 @@ KEYS: dict[str, str] = {
         "MindOCR: skip an update whose gradients overflowed. textdet always does: a step with a non-finite loss or "
         "gradient is skipped, counted (`skipped steps` in the log, `skipped_steps` in metrics.jsonl), BatchNorm "
         "statistics restored; see `train.max_bad_steps`."),
-    "system.refine_batch_size": "MindOCR shrinks the eval batch to fit the data set (ignored: see the reason).",
+    "system.refine_batch_size": "MindOCR shrinks the eval batch to fit the data set.",
     # model
     "common": "MindOCR's section of shared values, referenced elsewhere through YAML anchors; read as it is.",
     "model.type": "The task: `det` (the only one).",
-    "model.transform": "MindOCR's model-level input transform (ignored: see the reason).",
+    "model.transform": "MindOCR's model-level input transform.",
     "model.name": (
         "A MindOCR preset such as `dbnet_resnet50`, which fills `backbone`, `neck` and `head`; "
         "`model.pretrained: True` then takes MindOCR's model-zoo checkpoint for it."),
@@ -117,9 +117,9 @@ KEYS: dict[str, str] = {
     "optimizer.beta1": "Adam's first-moment decay, as in MindOCR.",
     "optimizer.beta2": "Adam's second-moment decay, as in MindOCR.",
     "optimizer.eps": "Adam's epsilon, as in MindOCR.",
-    "optimizer.lr": "MindOCR takes the rate from the scheduler (ignored: see the reason).",
-    "optimizer.loss_scale": "MindOCR's optimizer-side loss scale (ignored: see the reason).",
-    "optimizer.grouping_strategy": "MindOCR's parameter grouping by model (ignored: see the reason).",
+    "optimizer.lr": "MindOCR takes the rate from the scheduler.",
+    "optimizer.loss_scale": "MindOCR's optimizer-side loss scale.",
+    "optimizer.grouping_strategy": "MindOCR's parameter grouping by model.",
     "optimizer.no_weight_decay_params": "Parameter names (substrings) without weight decay, as in MindOCR.",
     "optimizer.lr_mult": (
         "`{part: factor}`: a top-level part (`backbone`, `neck`, `head`) learns at the scheduler's rate times its "
@@ -140,7 +140,7 @@ KEYS: dict[str, str] = {
     "train.ckpt_interval_steps": (
         "`train_resume.ckpt` also mid-epoch: every N optimizer steps; `auto` (default) every 10 minutes, so only "
         "epochs longer than that get them; `0`/`off`: epoch ends only."),
-    "train.dataset_sink_mode": "MindSpore's data sinking (ignored: see the reason).",
+    "train.dataset_sink_mode": "MindSpore's data sinking.",
     "train.gradient_accumulation_steps": "Micro-batches per optimizer step, as in MindOCR.",
     "train.clip_grad": "Clip the gradient norm, as in MindOCR.",
     "train.clip_norm": "The largest gradient norm with `clip_grad`, as in MindOCR.",
@@ -199,8 +199,8 @@ KEYS: dict[str, str] = {
         "model at its pair, and its checkpoints carry it: `eval`, `predict` and the Python `Detector` use it, "
         "`export` prints it (an ONNX file holds no thresholds), and `-o postprocess.binary_thresh=...` overrides. "
         "The imported model keeps the config's pair. The PP-OCR YAMLs write `true`."),
-    "train.pred_cast_fp32": "MindOCR casts predictions to fp32 for the loss (ignored: see the reason).",
-    "train.max_call_depth": "MindSpore's graph recursion limit (ignored: see the reason).",
+    "train.pred_cast_fp32": "MindOCR casts predictions to fp32 for the loss.",
+    "train.max_call_depth": "MindSpore's graph recursion limit.",
     # datasets (train and eval)
     "*.dataset.type": "`DetDataset`: a MindOCR/PaddleOCR label file and an image folder.",
     "*.dataset.dataset_root": "The folder that `data_dir` and `label_file` are relative to, as in MindOCR.",
@@ -209,14 +209,14 @@ KEYS: dict[str, str] = {
         "The label file (or a list of them), relative to `dataset_root`: `image<TAB>[{\"transcription\": ..., "
         "\"points\": [[x, y], ...]}]`, `###` = ignore; see [Your labels](../guides/labels.md)."),
     "*.dataset.sample_ratio": "The share of the label file's lines used, as in MindOCR.",
-    "*.dataset.shuffle": "MindOCR's dataset-level shuffle (ignored: see the reason).",
+    "*.dataset.shuffle": "MindOCR's dataset-level shuffle.",
     "*.dataset.transform_pipeline": (
         "The transforms, by MindOCR's names and parameters, in order; see [Components](#components)."),
     "*.dataset.output_columns": "The sample's fields handed on, by MindOCR's names (`image`, `binary_map`, ...).",
     "*.dataset.net_input_column_index": "Which output column is the network's input, as in MindOCR.",
     "*.dataset.label_column_index": "Which output columns the loss takes, as in MindOCR.",
-    "*.dataset.meta_data_column_index": "MindOCR's evaluation metadata columns (ignored: see the reason).",
-    "*.dataset.use_minddata": "MindData's C++ transforms (ignored: see the reason).",
+    "*.dataset.meta_data_column_index": "MindOCR's evaluation metadata columns.",
+    "*.dataset.use_minddata": "MindData's C++ transforms.",
     "*.dataset.cache_images": (
         "`auto` (default): decode each image once into shared memory when the set fits in a quarter of free RAM "
         "(shared by the processes of a machine under torchrun); `true` / `false`. The space is reserved at start "
@@ -234,14 +234,14 @@ KEYS: dict[str, str] = {
         "and the padding is masked out of the probability map."),
     "*.loader.drop_remainder": "Drop a last incomplete training batch, as in MindOCR.",
     "*.loader.num_workers": "Loader worker processes, capped at the cores per process, as MindOCR does.",
-    "*.loader.prefetch_size": "MindSpore's queue depth (ignored: see the reason).",
-    "*.loader.max_rowsize": "MindSpore's shared-memory row size (ignored: see the reason).",
+    "*.loader.prefetch_size": "MindSpore's queue depth.",
+    "*.loader.max_rowsize": "MindSpore's shared-memory row size.",
     "*.loader.prefetch_factor": "Batches each worker keeps ready (PyTorch's DataLoader).",
     "*.loader.persistent_workers": "Keep the loader workers between epochs (PyTorch's DataLoader).",
     # eval and predict
     "eval.ckpt_load_path": "The checkpoint `textdet eval` scores when `--ckpt` is not given, as in MindOCR.",
-    "eval.dataset_sink_mode": "MindSpore's data sinking (ignored: see the reason).",
-    "eval.pred_cast_fp32": "MindOCR casts predictions to fp32 (ignored: see the reason).",
+    "eval.dataset_sink_mode": "MindSpore's data sinking.",
+    "eval.pred_cast_fp32": "MindOCR casts predictions to fp32.",
     "eval.shape_buckets": (
         "Absent (default): each eval image at its own resized size. `auto`: up to 4 shapes chosen from the eval "
         "set's resized sizes (fewest padded pixels); `[[H, W], ...]`: those shapes. Each image, resized by the "
@@ -251,9 +251,9 @@ KEYS: dict[str, str] = {
         "shapes (`input_shapes` with `--json`). `textdet predict` uses the same buckets (`--shape-buckets auto` "
         "or `736x1280,1280x736` overrides)."),
     "predict.ckpt_load_path": "The checkpoint `textdet predict` and `export` use when `--ckpt` is not given.",
-    "predict.output_save_dir": "MindOCR's prediction folder (ignored: see the reason).",
+    "predict.output_save_dir": "MindOCR's prediction folder.",
     "predict.dataset": "MindOCR's prediction data set; `textdet predict` takes its inputs on the command line.",
-    "predict.loader": "MindOCR's prediction loader (ignored: see the reason).",
+    "predict.loader": "MindOCR's prediction loader.",
 }
 
 # Parameters of components (model parts, loss, post-processing) that differ from MindOCR or are textdet's own:

@@ -21,6 +21,9 @@ from collections.abc import Iterator
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Reference tables sit in a <div> (md_in_html) that stylesheets/extra.css stacks into cards on a phone.
+TABLE_START = '<div class="reference-table" markdown>'
+TABLE_END = "\n</div>\n"
 GENERATED_NOTE = "*Generated from the code at every documentation build: it cannot drift from the program.*"
 
 
@@ -86,16 +89,18 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
              "Every subcommand of `textdet`, with each argument, its values, its default and what it does. "
              "`-o key.path=value` values are parsed as YAML; `--json` prints one JSON object on stdout.", ""]
     commands = list(_subcommands(parser))
-    lines += ["| command | what it does |", "|---|---|"]
+    lines += [TABLE_START, "", "| command | what it does |", "|---|---|"]
     lines += [f"| [`textdet {name}`](#textdet-{name.replace(' ', '-')}) | {_cell(text)} |"
               for name, text, _ in commands]
+    lines.append(TABLE_END)
     for name, text, sub in commands:
         lines += ["", f"## textdet {name}", "", text[:1].upper() + text[1:] + "." if text else "", ""]
         usage = " ".join(sub.format_usage().split())  # argparse wraps to the terminal width: one line here
         lines += ["```", usage.removeprefix("usage: "), "```", ""]
         rows = _option_rows(sub)
         if rows:
-            lines += ["| argument | value | default | meaning |", "|---|---|---|---|", *rows]
+            header = ["| argument | value | default | meaning |", "|---|---|---|---|"]
+            lines += [TABLE_START, "", *header, *rows, TABLE_END]
     return "\n".join(lines) + "\n"
 
 
@@ -117,6 +122,11 @@ def schema_keys() -> list[tuple[str, str, Any]]:
                 yield f"{prefix}{f.name}", str(f.type), default
 
     return list(walk(Config, ""))
+
+
+def type_text(annotation: str) -> str:
+    """``str | None`` -> ``str or None``: a pipe would split the table cell, and escaped it shows its backslash."""
+    return annotation.replace(" | ", " or ")
 
 
 def wildcard(key: str) -> str:
@@ -147,7 +157,7 @@ def _allowed(key: str) -> str:
 
     choices = getattr(loader, "_CHOICES", {}).get(key)
     if choices is not None:
-        return ", ".join(_code(c) for c in choices)
+        return "one of " + ", ".join(_code(c) for c in choices)
     least = getattr(loader, "_AT_LEAST", {}).get(key)
     return f">= {least}" if least is not None else ""
 
@@ -178,13 +188,13 @@ def _component_tables(notes: dict[str, str]) -> list[str]:
             if not params:
                 lines += ["No parameters.", ""]
                 continue
-            lines += ["| parameter | type | default | meaning |", "|---|---|---|---|"]
+            lines += [TABLE_START, "", "| parameter | type | default | meaning |", "|---|---|---|---|"]
             for p in params:
                 default = "required" if p.default is p.empty else _code(p.default)
-                annotation = "" if p.annotation is p.empty else f"`{p.annotation}`"
+                annotation = "" if p.annotation is p.empty else f"`{type_text(str(p.annotation))}`"
                 note = notes.get(f"{getattr(factory, '__name__', name)}.{p.name}", "")
-                lines.append(f"| `{p.name}` | {_cell(annotation)} | {_cell(default)} | {_cell(note)} |")
-            lines.append("")
+                lines.append(f"| `{p.name}` | {annotation} | {_cell(default)} | {_cell(note)} |")
+            lines += [TABLE_END, ""]
     return lines
 
 
@@ -200,18 +210,20 @@ def config_markdown() -> str:
     for key, type_, default in schema_keys():
         top = key.split(".")[0]
         if top != section:
+            if section is not None:
+                lines.append(TABLE_END)
             section = top
-            lines += ["", f"## `{top}`", "",
-                      "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
+            lines += ["", f"## `{top}`", "", TABLE_START, "", "| key, type, default | meaning |", "|---|---|"]
         meaning = key_entry(key, keys.KEYS) or ""
         if key in keys.TEXTDET_ONLY or wildcard(key) in keys.TEXTDET_ONLY:
             meaning = "**textdet**: " + meaning
         reason = ignored_reason(key)
         if reason:
             meaning += f" *Ignored*: {reason}."
-        lines.append(f"| `{key}` | `{_cell(type_)}` | {_cell(_code(default))} | {_cell(_allowed(key))} | "
-                     f"{_cell(meaning)} |")
-    lines += ["", *_component_tables(keys.COMPONENT_NOTES)]
+        allowed = _allowed(key)
+        facts = f"`{type_text(type_)}` = {_cell(_code(default))}" + (f"<br>{_cell(allowed)}" if allowed else "")
+        lines.append(f"| `{key}`<br>{facts} | {_cell(meaning)} |")
+    lines += [TABLE_END, "", *_component_tables(keys.COMPONENT_NOTES)]
     return "\n".join(lines) + "\n"
 
 
@@ -236,11 +248,14 @@ def _signature(obj: Any) -> str:
             text += f" = {p.default!r}"
         params.append(text)
     returns = "" if sig.return_annotation is sig.empty else f" -> {sig.return_annotation}"
-    return f"({', '.join(params)}){returns}"
+    one_line = f"({', '.join(params)}){returns}"
+    if len(one_line) <= 90:
+        return one_line
+    return "(\n" + "".join(f"    {p},\n" for p in params) + f"){returns}"  # one parameter a line
 
 
 def _member_lines(qualname: str, obj: Any) -> list[str]:
-    return [f"### `{qualname}{_signature(obj)}`", "", _doc(obj), ""]
+    return [f"### `{qualname}`", "", "```python", f"{qualname}{_signature(obj)}", "```", "", _doc(obj), ""]
 
 
 def api_markdown() -> str:
