@@ -83,7 +83,7 @@ def run_report(cfg: Config, config_path: str, ckpt: str | None, onnx: str | None
     dataset = cfg.eval.dataset
     labels = dataset.label_file if isinstance(dataset.label_file, str) else ", ".join(dataset.label_file)
     info = {"protocol": str(cfg.metric.get("protocol", "icdar15")), "config": os.path.abspath(config_path),
-            "data": f"{os.path.join(dataset.dataset_root, dataset.data_dir)} (labels: {labels})",
+            "data": f"{os.path.abspath(os.path.join(dataset.dataset_root, dataset.data_dir))} (labels: {labels})",
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     note = thresholds_note(result.get("thresholds_from_checkpoint", {}))
     if note:

@@ -22,7 +22,7 @@ DETECTION_COLOURS = {"matched": GREEN, "merged": ORANGE, "loose": ORANGE, "fragm
                      "background": ORANGE, "ignored": GREY}
 FILL_ALPHA = 0.35
 FULL_MAX_SIDE = 1280  # the full-size picture's longer side at most (a 500-photo report stays under 60 MB)
-THUMB_MAX_SIDE = 320
+THUMB_MAX_SIDE = 280
 FULL_QUALITY = 80
 THUMB_QUALITY = 70
 
@@ -81,8 +81,11 @@ def side_by_side(left: np.ndarray, right: np.ndarray, titles: tuple[str, str]) -
     for picture, title in zip((left, right), titles, strict=True):
         panel = np.full((height + strip, picture.shape[1], 3), 255, np.uint8)
         panel[strip : strip + picture.shape[0]] = picture
-        cv2.putText(panel, title, (4, strip - round(7 * font)), cv2.FONT_HERSHEY_SIMPLEX, font, (20, 20, 20),
-                    max(1, round(font * 1.5)), cv2.LINE_AA)
+        thickness = max(1, round(font * 1.5))
+        text_width = cv2.getTextSize(title, cv2.FONT_HERSHEY_SIMPLEX, font, thickness)[0][0]
+        fitted = font * min(1.0, (picture.shape[1] - 8) / max(text_width, 1))  # a long name shrinks to the panel
+        cv2.putText(panel, title, (4, strip - round(7 * font)), cv2.FONT_HERSHEY_SIMPLEX, fitted, (20, 20, 20),
+                    thickness, cv2.LINE_AA)
         panels.append(panel)
     gap = np.full((height + strip, 8, 3), 255, np.uint8)
     return np.hstack([panels[0], gap, panels[1]])
@@ -107,10 +110,9 @@ def write_pictures(out_dir: str, stem: str, photos: list[Photo], titles: tuple[s
     side by side (``titles``); returns the thumbnail's (width, height) for the page's img tag."""
     image = read_photo(photos[0].path)
     sizes = {}
-    for folder, max_side, quality in (("photos", FULL_MAX_SIDE, FULL_QUALITY), ("thumbs", THUMB_MAX_SIDE,
-                                                                                THUMB_QUALITY)):
-        if titles is not None:  # two panels: each half as wide, the picture as wide as one photo's
-            max_side = max_side * 2 // 3
+    # two panels: the full-size ones smaller (the report's size), the thumbnails as large as one photo's
+    full_side = FULL_MAX_SIDE if titles is None else FULL_MAX_SIDE * 2 // 3
+    for folder, max_side, quality in (("photos", full_side, FULL_QUALITY), ("thumbs", THUMB_MAX_SIDE, THUMB_QUALITY)):
         small, scale = fit(image, max_side)
         drawn = [draw_photo(small, photo, scale) for photo in photos]
         picture = drawn[0] if titles is None else side_by_side(drawn[0], drawn[1], titles)

@@ -80,10 +80,10 @@ def legend() -> str:
     return f'<p class="legend">{"".join(items)}</p>'
 
 
-def entry(stem: str, size: tuple[int, int], name: str, caption: str, css: str = "") -> str:
+def entry(stem: str, size: tuple[int, int], name: str, caption: str) -> str:
     """One gallery entry: the thumbnail, linking to the full-size picture, and its caption (escaped HTML)."""
     width, height = size
-    return (f'<figure class="photo{css}" id="{stem}"><a href="photos/{stem}.jpg">'
+    return (f'<figure class="photo" id="{stem}"><a href="photos/{stem}.jpg">'
             f'<img src="thumbs/{stem}.jpg" width="{width}" height="{height}" alt="{escape(name)}"></a>'
             f"<figcaption>{caption}</figcaption></figure>")
 

@@ -82,15 +82,15 @@ def one_model_gallery(out_dir: str, run: ModelRun, workers: int) -> str:
             f"the full-size picture.</p>{legend()}<div class=\"gallery\">{''.join(entries)}</div>")
 
 
-def pair_caption(pair: PhotoPair, labels: list[str]) -> tuple[str, str]:
-    """The caption of one photo of the compare gallery and its CSS class (worse, better or none)."""
+def pair_caption(pair: PhotoPair, labels: list[str]) -> str:
+    """The caption of one photo of the compare gallery, its change coloured (worse: red, better: green)."""
     change = pair.change
-    css = " worse" if change < 0 else " better" if change > 0 else ""
-    caption = (f"<b>{escape(pair.main.name)}</b> <span class=\"{css.strip()}\">change {change:+.2f}</span> "
+    css = "worse" if change < 0 else "better" if change > 0 else "same"
+    caption = (f"<b>{escape(pair.main.name)}</b> <span class=\"{css}\">change {change:+.2f}</span> "
                f"(f-score {pair.main.fscore:.2f} vs {pair.other.fscore:.2f})<br>words only {escape(labels[0])} "
                f"finds: {len(pair.only_found_by('main'))}, only {escape(labels[1])} finds: "
                f"{len(pair.only_found_by('other'))}")
-    return caption, css
+    return caption
 
 
 def compare_gallery(out_dir: str, runs: list[ModelRun], workers: int) -> tuple[str, str]:
@@ -105,8 +105,7 @@ def compare_gallery(out_dir: str, runs: list[ModelRun], workers: int) -> tuple[s
         sizes = list(pool.map(write_pictures, repeat(out_dir), stems, both, repeat(titles)))
     entries = []
     for stem, size, pair in zip(stems, sizes, pairs, strict=True):
-        caption, css = pair_caption(pair, labels)
-        entries.append(entry(stem, size, pair.main.name, caption, css))
+        entries.append(entry(stem, size, pair.main.name, pair_caption(pair, labels)))
     worse = sum(pair.change < 0 for pair in pairs)
     better = sum(pair.change > 0 for pair in pairs)
     rows = [[f"photos where {escape(labels[0])} scores lower", str(worse)],
