@@ -164,3 +164,12 @@ def test_every_readme_block_runs_as_written(workdir, monkeypatch):
     assert list((workdir / "runs" / "prof" / "profile").glob("rank0.*.pt.trace.json"))
     assert (workdir / "runs" / "ddp" / "train_resume.ckpt").is_file()
     assert ran >= 12
+
+
+def test_readme_links_point_to_files_in_the_repository():
+    """README.md is read on GitHub, outside the site's strict build: its relative links must name real files."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
+    relative = [link for link in links if "://" not in link]
+    assert relative, "the README links its guides"
+    missing = [link for link in relative if not (REPO / link).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
