@@ -28,7 +28,7 @@ def height_figure(path: str, tallies: list[ErrorTally], labels: list[str]) -> No
     plt = pyplot()
     rows = [tally.recall_by_height() for tally in tallies]
     bins = list(rows[0])
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), dpi=100)
+    fig, ax = plt.subplots(figsize=(5.6, 3.4), dpi=100)
     width = 0.8 / len(rows)
     for k, (row, label) in enumerate(zip(rows, labels, strict=True)):
         xs = [i + (k - (len(rows) - 1) / 2) * width for i in range(len(bins))]
@@ -50,7 +50,7 @@ def grid_figure(path: str, sweeps: list[dict], labels: list[str]) -> None:
     """The f-score of every (binary_thresh, box_thresh) pair as a heat map per model, the pair used outlined
     and the grid's best starred: chosen on the evaluation split, so an oracle, not a score to report."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(sweeps), figsize=(4.6 * len(sweeps), 4.0), dpi=100, squeeze=False)
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(4.4 * len(sweeps), 3.8), dpi=100, squeeze=False)
     for ax, sweep, label in zip(axes[0], sweeps, labels, strict=True):
         binary = sorted({row["binary_thresh"] for row in sweep["grid"]})
         box = sorted({row["box_thresh"] for row in sweep["grid"]})

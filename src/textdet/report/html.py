@@ -16,6 +16,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#666;font-s
 margin-right:4px;vertical-align:middle}.fill{opacity:.55}.line{background:none!important;border:3px solid}
 .gallery{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;width:min-content;min-width:200px}
 figure img{display:block;border:1px solid #ccc}figcaption{font-size:12px;overflow-wrap:anywhere}
+.row{display:flex;flex-wrap:wrap;gap:0 40px;align-items:flex-start}h3{margin:10px 0 2px}
 .worse{color:#c22}.better{color:#282}img.figure{max-width:100%}
 """
 # Marks every image: data-loaded="1" when it decoded (complete and naturalWidth > 0), "0" otherwise; the
@@ -64,7 +65,8 @@ def kinds_tables(tallies: list, labels: list[str]) -> str:
     det_rows = [[escape(KIND_NAMES.get(kind, kind))] + [share(t.detections[kind], sum(t.detections.values()))
                                                        for t in tallies] for kind in DETECTION_KINDS]
     det_rows.append(["all detections"] + [str(sum(t.detections.values())) for t in tallies])
-    return (f"<h3>Words</h3>{table(header, word_rows, True)}<h3>Detections</h3>{table(header, det_rows, True)}"
+    return (f'<div class="row"><div><h3>Words</h3>{table(header, word_rows, True)}</div>'
+            f"<div><h3>Detections</h3>{table(header, det_rows, True)}</div></div>"
             '<p class="muted">A detection is matched (IoU &gt; 0.5 with a word), in a ### region (over half of it '
             "inside one), merged (covers over half of two or more words), loose (best IoU 0.2 to 0.5), a fragment "
             "(over 20% of it inside a word) or on nothing, tested in that order. A word is found (a matched box), "

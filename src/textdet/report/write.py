@@ -49,7 +49,7 @@ def figures_html(out_dir: str, runs: list[ModelRun]) -> str:
     """Draw the figures that have data; each missing one says why."""
     labels = [run.label for run in runs]
     tallies = [run.tally() for run in runs]
-    parts = []
+    parts = ['<div class="row">']
     if tallies[0].words_by_height:
         figures.height_figure(os.path.join(out_dir, "recall_by_height.png"), tallies, labels)
         parts.append('<img class="figure" src="recall_by_height.png" alt="recall by word height">')
@@ -58,11 +58,11 @@ def figures_html(out_dir: str, runs: list[ModelRun]) -> str:
     sweeps = [run.result.get("sweep") for run in runs]
     if all(sweeps):
         figures.grid_figure(os.path.join(out_dir, "threshold_grid.png"), sweeps, labels)
-        parts.append('<img class="figure" src="threshold_grid.png" alt="f-score over the threshold grid">'
+        parts.append('<img class="figure" src="threshold_grid.png" alt="f-score over the threshold grid"></div>'
                      '<p class="muted">f-score over the grid of textdet eval --sweep: the best pair is chosen on the '
                      "evaluation split (an oracle); the score to report is the one at the pair used.</p>")
     else:
-        parts.append("<p>No threshold grid (the evaluation ran without the sweep).</p>")
+        parts.append("<p>No threshold grid (the evaluation ran without the sweep).</p></div>")
     return "".join(parts)
 
 
