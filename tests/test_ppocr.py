@@ -200,14 +200,14 @@ def regions_in_line(label_file: Path, line_no: int) -> int:
 
 
 def guarded_train_args(yaml_path, synth_root, run_dir, margin: float, epochs: int, regions: int = 0) -> list[str]:
-    """``textdet train`` on the written YAML with tiny photos, one worker-less process, one step per photo;
-    with ``regions`` 0 (train.guard_regions) ``margin`` alone decides what the guard keeps: -2 the trained
-    model, 2 the start."""
+    """``textdet train`` on the written YAML with tiny photos, one worker-less process, one step per photo,
+    an evaluation (so a guard's choice) after every epoch; with ``regions`` 0 (train.guard_regions)
+    ``margin`` alone decides what the guard keeps: -2 the trained model, 2 the start."""
     overrides = [f"train.dataset.dataset_root={synth_root}", f"eval.dataset.dataset_root={synth_root}",
                  f"train.ckpt_save_dir={run_dir}", f"scheduler.num_epochs={epochs}",
                  "train.gradient_accumulation_steps=1", "train.loader.num_workers=0",
                  "eval.loader.num_workers=0", f"train.guard_margin={margin}", f"train.guard_regions={regions}",
-                 *TINY_PHOTOS]
+                 "system.val_start_epoch=1", "system.val_interval=1", *TINY_PHOTOS]
     args = ["train", "-c", str(yaml_path)]
     for override in overrides:
         args += ["-o", override]
