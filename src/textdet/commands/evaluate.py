@@ -1,10 +1,11 @@
-"""``textdet eval``: a checkpoint or an ONNX model evaluated on the config's eval set, and with ``--report DIR``
-the report page of that evaluation (``--compare``: of two models on the same photos)."""
+"""``textdet eval``: a checkpoint or an ONNX model evaluated on the config's eval set, and with ``--report
+DIR`` the report page of that evaluation (``--compare``: of two models on the same photos)."""
 
 from __future__ import annotations
 
 import copy
 import os
+import time
 from datetime import datetime, timezone
 
 from textdet.config import Config
@@ -24,16 +25,18 @@ def evaluate_model(cfg: Config, ckpt: str | None, onnx: str | None, device: str 
     """``evaluate_onnx`` for an ONNX model, else ``evaluate_checkpoint`` (``ckpt``, or the config's)."""
     if onnx:
         return evaluate_onnx(cfg, onnx, device=device, progress=progress, sweep=sweep, per_image=per_image)
-    return evaluate_checkpoint(cfg, ckpt=ckpt, device=device, progress=progress, sweep=sweep, per_image=per_image)
+    return evaluate_checkpoint(cfg, ckpt=ckpt, device=device, progress=progress, sweep=sweep,
+                               per_image=per_image)
 
 
 def threshold_sources(cfg: Config, adopted: dict[str, float]) -> dict[str, str]:
-    """Where each post-processing threshold came from: the checkpoint's training run, an -o override, the YAML."""
+    """Where each post-processing threshold came from: the checkpoint's training run, an -o override, the
+    YAML."""
     overridden = {o.split("=", 1)[0].strip() for o in getattr(getattr(cfg, "meta", None), "overrides", ())}
     sources = {}
     for key in THRESHOLD_KEYS:
         if key in adopted:
-            sources[key] = "from the checkpoint: chosen by its training run on training photos set aside for it"
+            sources[key] = "from the checkpoint: its training run chose it on training photos set aside"
         elif f"postprocess.{key}" in overridden:
             sources[key] = "from -o"
         else:
@@ -42,8 +45,8 @@ def threshold_sources(cfg: Config, adopted: dict[str, float]) -> dict[str, str]:
 
 
 def model_run(cfg: Config, result: dict) -> ModelRun:
-    """``result`` (an evaluation with ``per_image``) as the report's ModelRun; ``cfg``: the config it ran with
-    (its postprocess section holds the thresholds used, the checkpoint's when adopted)."""
+    """``result`` (an evaluation with ``per_image``) as the report's ModelRun; ``cfg``: the config it ran
+    with (its postprocess section holds the thresholds used, the checkpoint's when adopted)."""
     path = result["checkpoint"]
     label = os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path))
     photos = score_photos(result.pop("per_image"), build_metric_from_config(cfg))
@@ -53,10 +56,11 @@ def model_run(cfg: Config, result: dict) -> ModelRun:
 
 
 def compare_args(path: str) -> dict:
-    """``--compare PATH`` as evaluate_model's ckpt/onnx arguments; a missing file fails before any evaluation."""
+    """``--compare PATH`` as evaluate_model's ckpt/onnx arguments; a missing file fails before any
+    evaluation."""
     if not os.path.isfile(path):
-        raise TextdetError(f"--compare {path}: file not found; give a textdet checkpoint (.ckpt) or an ONNX model "
-                           "(.onnx) to compare with")
+        raise TextdetError(f"--compare {path}: file not found; give a textdet checkpoint (.ckpt) or an ONNX "
+                           "model (.onnx) to compare with")
     if path.lower().endswith(".onnx"):
         return {"ckpt": None, "onnx": path}
     return {"ckpt": path, "onnx": None}
@@ -68,25 +72,29 @@ def run_report(cfg: Config, config_path: str, ckpt: str | None, onnx: str | None
     with "report" (the page's path, seconds, megabytes) and, with ``compare``, "compare" (its figures)."""
     pyplot()  # a missing matplotlib fails before the evaluation, not after it
     other = compare_args(compare) if compare else None
-    if "img_path" not in cfg.eval.dataset.output_columns:  # the report draws each photo: the loader names them
+    if "img_path" not in cfg.eval.dataset.output_columns:  # the report draws each photo: the loader names it
         cfg.eval.dataset.output_columns = [*cfg.eval.dataset.output_columns, "img_path"]
     other_cfg = copy.deepcopy(cfg)  # before the main model adopts its checkpoint's thresholds into cfg
     result = evaluate_model(cfg, ckpt, onnx, device, progress, sweep=True, per_image=True)
-    runs = [model_run(cfg, result)]
     if other is not None:
         other_result = evaluate_model(other_cfg, **other, device=device, progress=progress, sweep=True,
                                       per_image=True)
+    start = time.perf_counter()  # the report's own time: scoring each photo, drawing, writing
+    runs = [model_run(cfg, result)]
+    if other is not None:
         runs.append(model_run(other_cfg, other_result))
         if runs[0].label == runs[1].label:
             runs[1].label += " (compared)"
-        result["compare"] = {key: other_result[key] for key in ("recall", "precision", "f-score", "checkpoint")}
+        keys = ("recall", "precision", "f-score", "checkpoint")
+        result["compare"] = {key: other_result[key] for key in keys}
     dataset = cfg.eval.dataset
     labels = dataset.label_file if isinstance(dataset.label_file, str) else ", ".join(dataset.label_file)
     info = {"protocol": str(cfg.metric.get("protocol", "icdar15")), "config": os.path.abspath(config_path),
-            "data": f"{os.path.abspath(os.path.join(dataset.dataset_root, dataset.data_dir))} (labels: {labels})",
+            "data": f"{os.path.abspath(os.path.join(dataset.dataset_root, dataset.data_dir))} ({labels})",
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     note = thresholds_note(result.get("thresholds_from_checkpoint", {}))
     if note:
         info["thresholds"] = note
     result["report"] = write_report(report_dir, runs, info)
+    result["report"]["seconds"] = time.perf_counter() - start
     return result

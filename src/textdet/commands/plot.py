@@ -62,24 +62,28 @@ def find_reports(run_dir: str) -> list[str]:
             with open(index, encoding="utf-8", errors="replace") as f:
                 if GENERATOR in f.read(2000):
                     found.append(name)
-    return sorted(found, key=lambda name: os.path.getmtime(os.path.join(run_dir, name, "index.html")), reverse=True)
+    written = {name: os.path.getmtime(os.path.join(run_dir, name, "index.html")) for name in found}
+    return sorted(found, key=written.get, reverse=True)
 
 
 def run_page(run_dir: str, records: list[dict]) -> str:
     """report.html: the curves, the last epoch's figures and links to the evaluation reports."""
     reports = find_reports(run_dir)
     if reports:
-        links = "".join(f'<li><a href="{escape(name)}/index.html">{escape(name)}</a>'
-                        f'{" (the last evaluation)" if i == 0 else ""}</li>' for i, name in enumerate(reports))
+        marks = [" (the last evaluation)"] + [""] * (len(reports) - 1)
+        links = "".join(f'<li><a href="{escape(name)}/index.html">{escape(name)}</a>{mark}</li>'
+                        for name, mark in zip(reports, marks, strict=True))
         evaluations = f"<ul>{links}</ul>"
     else:
         evaluations = ("<p>None in this folder yet: <code>textdet eval -c RUN/train_config.yaml --report "
-                       "RUN/eval_report</code> writes one, and <code>textdet plot RUN</code> then links it.</p>")
+                       "RUN/eval_report</code> writes one, and <code>textdet plot RUN</code> then links "
+                       "it.</p>")
     last = records[-1] if records else {}
     figures = ", ".join(f"{key} {last[key]:.4g}" for key in ("loss", "recall", "precision", "f-score")
                         if isinstance(last.get(key), (int, float)))
     title = f"Run {os.path.basename(os.path.abspath(run_dir))}"
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title></head>'
+    head = f'<head><meta charset="utf-8"><title>{escape(title)}</title></head>'
+    return (f'<!doctype html><html lang="en">{head}'
             '<body style="font:14px system-ui,sans-serif;margin:24px">'
             f"<h1>{escape(title)}</h1><p>{len(records)} epochs; last: {escape(figures)}</p>"
             '<img src="curves.png" alt="training curves" style="max-width:100%">'

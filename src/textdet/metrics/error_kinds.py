@@ -1,11 +1,11 @@
-"""What kind of error a detector makes: each detection and each word of a photo sorted into one kind, and recall
-by word height. It says whether a model draws one box per line where the labels have words, misses small words,
-or draws boxes on nothing; ``textdet eval --report`` tallies it over a split.
+"""What kind of error a detector makes: each detection and each word of a photo sorted into one kind, and
+recall by word height. It says whether a model draws one box per line where the labels have words, misses
+small words, or draws boxes on nothing; ``textdet eval --report`` tallies it over a split.
 
-Detections, in this order of tests (IoU as ICDAR 2015 computes it, on integer-truncated corners): matched (IoU >
-0.5 with a word that counts), ignored (over half of it inside a ``###`` region), merged (covers over half of two
-or more words), loose (best IoU 0.2 to 0.5), fragment (over 20% of it inside a word), background (the rest).
-Words that count (not ``###``): found, in a merged box, partial (only a loose box), missed."""
+Detections, in this order of tests (IoU as ICDAR 2015 computes it, on integer-truncated corners): matched
+(IoU > 0.5 with a word that counts), ignored (over half of it inside a ``###`` region), merged (covers over
+half of two or more words), loose (best IoU 0.2 to 0.5), fragment (over 20% of it inside a word), background
+(the rest). Words that count (not ``###``): found, in a merged box, partial (only a loose box), missed."""
 
 from __future__ import annotations
 
@@ -72,8 +72,9 @@ def height_label(index: int) -> str:
 
 
 class ImageErrors(NamedTuple):
-    """One photo sorted: ``detections[j]``: the kind of detection j (None: a degenerate polygon, not counted);
-    ``words[i]``: the kind of word i (None: a ``###`` region); ``heights[i]``: word i's height in pixels."""
+    """One photo sorted: ``detections[j]``: the kind of detection j (None: a degenerate polygon, not
+    counted); ``words[i]``: the kind of word i (None: a ``###`` region); ``heights[i]``: word i's height in
+    pixels."""
 
     detections: list[str | None]
     words: list[str | None]
@@ -82,10 +83,12 @@ class ImageErrors(NamedTuple):
 
 def image_errors(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Sequence[bool]) -> ImageErrors:
     """Sort one photo's detections (polygons (P, 2)) and labelled words (``ignore_tags``: True for ``###``).
-    A word with a degenerate polygon counts and is missed (the metric counts it too); no detection matches it."""
+    A word with a degenerate polygon counts and is missed (the metric counts it too); no detection matches
+    it."""
     words = [to_polygon(points) for points in gts]
     cares = [not bool(tag) for tag in ignore_tags]
-    matchable = [care and not word.is_empty and word.area > 0 for care, word in zip(cares, words, strict=True)]
+    matchable = [care and not word.is_empty and word.area > 0
+                 for care, word in zip(cares, words, strict=True)]
     state: list[str | None] = ["missed" if care else None for care in cares]
     det_kinds: list[str | None] = []
     for points in dets:

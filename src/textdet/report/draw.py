@@ -83,16 +83,17 @@ def side_by_side(left: np.ndarray, right: np.ndarray, titles: tuple[str, str]) -
         panel[strip : strip + picture.shape[0]] = picture
         thickness = max(1, round(font * 1.5))
         text_width = cv2.getTextSize(title, cv2.FONT_HERSHEY_SIMPLEX, font, thickness)[0][0]
-        fitted = font * min(1.0, (picture.shape[1] - 8) / max(text_width, 1))  # a long name shrinks to the panel
-        cv2.putText(panel, title, (4, strip - round(7 * font)), cv2.FONT_HERSHEY_SIMPLEX, fitted, (20, 20, 20),
-                    thickness, cv2.LINE_AA)
+        fitted = font * min(1.0, (picture.shape[1] - 8) / max(text_width, 1))  # a long name fits the panel
+        origin = (4, strip - round(7 * font))
+        cv2.putText(panel, title, origin, cv2.FONT_HERSHEY_SIMPLEX, fitted, (20, 20, 20), thickness, cv2.LINE_AA)
         panels.append(panel)
     gap = np.full((height + strip, 8, 3), 255, np.uint8)
     return np.hstack([panels[0], gap, panels[1]])
 
 
 def file_stem(index: int, path: str) -> str:
-    """A safe, unique file name for the photo at ``index`` of the evaluation (names may repeat in subfolders)."""
+    """A safe, unique file name for the photo at ``index`` of the evaluation (names may repeat in
+    subfolders)."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.splitext(os.path.basename(path))[0])[:60]
     return f"{index:04d}_{stem}"
 
@@ -112,7 +113,8 @@ def write_pictures(out_dir: str, stem: str, photos: list[Photo], titles: tuple[s
     sizes = {}
     # two panels: the full-size ones smaller (the report's size), the thumbnails as large as one photo's
     full_side = FULL_MAX_SIDE if titles is None else FULL_MAX_SIDE * 2 // 3
-    for folder, max_side, quality in (("photos", full_side, FULL_QUALITY), ("thumbs", THUMB_MAX_SIDE, THUMB_QUALITY)):
+    sizes_and_qualities = (("photos", full_side, FULL_QUALITY), ("thumbs", THUMB_MAX_SIDE, THUMB_QUALITY))
+    for folder, max_side, quality in sizes_and_qualities:
         small, scale = fit(image, max_side)
         drawn = [draw_photo(small, photo, scale) for photo in photos]
         picture = drawn[0] if titles is None else side_by_side(drawn[0], drawn[1], titles)

@@ -1,5 +1,5 @@
-"""The report's figures, drawn with matplotlib (the ``plot`` extra, Agg backend: no display needed): recall by
-word height and the f-score over the threshold grid, one series or panel per model."""
+"""The report's figures, drawn with matplotlib (the ``plot`` extra, Agg backend: no display needed): recall
+by word height and the f-score over the threshold grid, one series or panel per model."""
 
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ def grid_figure(path: str, sweeps: list[dict], labels: list[str]) -> None:
         ax.set_yticks(range(len(binary)), [f"{b:g}" for b in binary])
         ax.set_xlabel("box_thresh")
         ax.set_ylabel("binary_thresh")
-        ax.set_title(f"{label}\nred: pair used; star: best, chosen on the evaluation split (oracle)", fontsize=8)
+        note = "red: pair used; star: best, chosen on the evaluation split (oracle)"
+        ax.set_title(f"{label}\n{note}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -10,7 +10,8 @@ from textdet.metrics.error_kinds import DETECTION_KINDS, WORD_KINDS
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;padding:0 16px;color:#222}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:6px 0}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}
+table{border-collapse:collapse;margin:6px 0}
+td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#666;font-size:12px}
 .legend span{display:inline-block;margin-right:14px}.swatch{display:inline-block;width:14px;height:10px;
 margin-right:4px;vertical-align:middle}.fill{opacity:.55}.line{background:none!important;border:3px solid}
@@ -33,7 +34,8 @@ window.addEventListener("load", function () {
 });
 """
 # (colour, fill or line, text): what draw.py paints, in CSS colours.
-LEGEND = (("#28aa3c", "fill", "word found"), ("#e62828", "fill", "word not found (missed, partial or merged)"),
+LEGEND = (("#28aa3c", "fill", "word found"),
+          ("#e62828", "fill", "word not found (missed, partial or merged)"),
           ("#969696", "fill", "### region (does not count)"), ("#28aa3c", "line", "detection matched"),
           ("#ff9600", "line", "detection wrong (merged, loose, fragment, on nothing)"),
           ("#969696", "line", "detection in a ### region"))
@@ -42,7 +44,7 @@ KIND_NAMES = {"background": "on nothing", "ignored": "in ### regions", "partial"
 
 
 def table(header: list[str], rows: list[list[str]], numbers: bool = False) -> str:
-    """Rows of already-escaped cells; ``numbers``: every column after the first holds counts (aligned right)."""
+    """Rows of already-escaped cells; ``numbers``: the columns after the first hold counts (right-aligned)."""
     head = "".join(f"<th>{h}</th>" for h in header)
     body = []
     for row in rows:
@@ -67,11 +69,11 @@ def kinds_tables(tallies: list, labels: list[str]) -> str:
     det_rows.append(["all detections"] + [str(sum(t.detections.values())) for t in tallies])
     return (f'<div class="row"><div><h3>Words</h3>{table(header, word_rows, True)}</div>'
             f"<div><h3>Detections</h3>{table(header, det_rows, True)}</div></div>"
-            '<p class="muted">A detection is matched (IoU &gt; 0.5 with a word), in a ### region (over half of it '
-            "inside one), merged (covers over half of two or more words), loose (best IoU 0.2 to 0.5), a fragment "
-            "(over 20% of it inside a word) or on nothing, tested in that order. A word is found (a matched box), "
-            "in a merged box, partly found (only a loose box) or missed. IoU as ICDAR 2015 computes it, whatever "
-            "the protocol.</p>")
+            '<p class="muted">A detection is matched (IoU &gt; 0.5 with a word), in a ### region (over half '
+            "of it inside one), merged (covers over half of two or more words), loose (best IoU 0.2 to 0.5), a "
+            "fragment (over 20% of it inside a word) or on nothing, tested in that order. A word is found (a "
+            "matched box), in a merged box, partly found (only a loose box) or missed. IoU as ICDAR 2015 computes "
+            "it, whatever the protocol.</p>")
 
 
 def legend() -> str:

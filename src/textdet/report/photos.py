@@ -32,7 +32,8 @@ class Photo:
 
     @property
     def fscore(self) -> float:
-        """The photo's f-score; 1 for a photo with no word and no detection that counts (nothing to get wrong)."""
+        """The photo's f-score; 1 for a photo with no word and no detection that counts (nothing to get
+        wrong)."""
         recall_sum, precision_sum, n_det, n_gt = (float(c) for c in self.counts)
         if n_det == 0 and n_gt == 0:
             return 1.0
@@ -81,7 +82,7 @@ def score_photos(per_image: Sequence[dict[str, Any]], metric) -> list[Photo]:
     photos = []
     for record in per_image:
         if record["img_path"] is None:
-            raise ValueError("per-image records without img_path: add img_path to eval.dataset.output_columns")
+            raise ValueError("per-image records without img_path: eval.dataset.output_columns needs img_path")
         alone.reset()
         alone.update([record["polys"]], [record["gts"]], [record["ignore_tags"]])
         errors = image_errors(record["polys"], record["gts"], record["ignore_tags"])

@@ -1,5 +1,5 @@
-"""``textdet eval --report DIR``: DIR/index.html for one model's evaluation, or for two models on the same photos
-(``--compare``), with its figures and pictures beside it."""
+"""``textdet eval --report DIR``: DIR/index.html for one model's evaluation, or for two models on the same
+photos (``--compare``), with its figures and pictures beside it."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ THRESHOLD_KEYS = ("binary_thresh", "box_thresh")
 
 def summary_rows(runs: list[ModelRun]) -> list[list[str]]:
     """One row per figure, one column per model."""
-    rows = [["checkpoint"] + [f'<span class="muted">{escape(str(run.result.get("checkpoint")))}</span>'
+    rows = [["model file"] + [f'<span class="muted">{escape(str(run.result.get("checkpoint")))}</span>'
                               for run in runs]]
     for key in ("recall", "precision", "f-score"):
         rows.append([key] + [f"{run.result[key]:.4f}" for run in runs])
     for key in THRESHOLD_KEYS:
         rows.append([key] + [f"{run.thresholds[key]:g} ({escape(run.source[key])})" for run in runs])
-    rows.append(["best pair of the grid, chosen on the evaluation split (oracle)"] + [best_pair(run) for run in runs])
+    oracle = "best pair of the grid, chosen on the evaluation split (oracle)"
+    rows.append([oracle] + [best_pair(run) for run in runs])
     rows.append(["photos"] + [str(len(run.photos)) for run in runs])
     rows.append(["evaluation time"] + [f"{run.result.get('eval_time', 0.0):.1f} s" for run in runs])
     return rows
@@ -37,7 +38,8 @@ def best_pair(run: ModelRun) -> str:
     if not sweep:
         return "not computed"
     best = sweep["best"]
-    return f"binary_thresh {best['binary_thresh']:g}, box_thresh {best['box_thresh']:g}: f-score {best['f-score']:.4f}"
+    pair = f"binary_thresh {best['binary_thresh']:g}, box_thresh {best['box_thresh']:g}"
+    return f"{pair}: f-score {best['f-score']:.4f}"
 
 
 def summary(runs: list[ModelRun], info: dict[str, str]) -> str:
@@ -58,9 +60,9 @@ def figures_html(out_dir: str, runs: list[ModelRun]) -> str:
     sweeps = [run.result.get("sweep") for run in runs]
     if all(sweeps):
         figures.grid_figure(os.path.join(out_dir, "threshold_grid.png"), sweeps, labels)
-        parts.append('<img class="figure" src="threshold_grid.png" alt="f-score over the threshold grid"></div>'
-                     '<p class="muted">f-score over the grid of textdet eval --sweep: the best pair is chosen on the '
-                     "evaluation split (an oracle); the score to report is the one at the pair used.</p>")
+        parts.append('<img class="figure" src="threshold_grid.png" alt="f-score over the threshold grid">'
+                     '</div><p class="muted">f-score over the grid of textdet eval --sweep: the best pair is chosen '
+                     "on the evaluation split (an oracle); the score to report is the one at the pair used.</p>")
     else:
         parts.append("<p>No threshold grid (the evaluation ran without the sweep).</p></div>")
     return "".join(parts)
@@ -78,8 +80,8 @@ def one_model_gallery(out_dir: str, run: ModelRun, workers: int) -> str:
         caption = (f"<b>{escape(photo.name)}</b> f-score {photo.fscore:.2f}<br>{missed} words not found, "
                    f"{photo.n_errors - missed} wrong boxes")
         entries.append(entry(stem, size, photo.name, caption))
-    return (f"<p>{len(ordered)} photos, worst first (the photo's f-score, then its error count); a thumbnail opens "
-            f"the full-size picture.</p>{legend()}<div class=\"gallery\">{''.join(entries)}</div>")
+    return (f"<p>{len(ordered)} photos, worst first (the photo's f-score, then its error count); a thumbnail "
+            f"opens the full-size picture.</p>{legend()}<div class=\"gallery\">{''.join(entries)}</div>")
 
 
 def pair_caption(pair: PhotoPair, labels: list[str]) -> str:
@@ -87,9 +89,9 @@ def pair_caption(pair: PhotoPair, labels: list[str]) -> str:
     change = pair.change
     css = "worse" if change < 0 else "better" if change > 0 else "same"
     caption = (f"<b>{escape(pair.main.name)}</b> <span class=\"{css}\">change {change:+.2f}</span> "
-               f"(f-score {pair.main.fscore:.2f} vs {pair.other.fscore:.2f})<br>words only {escape(labels[0])} "
-               f"finds: {len(pair.only_found_by('main'))}, only {escape(labels[1])} finds: "
-               f"{len(pair.only_found_by('other'))}")
+               f"(f-score {pair.main.fscore:.2f} vs {pair.other.fscore:.2f})<br>"
+               f"words only {escape(labels[0])} finds: {len(pair.only_found_by('main'))}, "
+               f"only {escape(labels[1])} finds: {len(pair.only_found_by('other'))}")
     return caption
 
 
@@ -115,8 +117,8 @@ def compare_gallery(out_dir: str, runs: list[ModelRun], workers: int) -> tuple[s
             [f"words only {escape(labels[1])} finds", str(sum(len(p.only_found_by("other")) for p in pairs))]]
     changed = table(["", ""], rows, True) + ('<p class="muted">change: the photo\'s f-score under '
                                        f"{escape(labels[0])} minus under {escape(labels[1])}.</p>")
-    gallery = (f"<p>{len(pairs)} photos by the change, the largest drop first; left {escape(labels[0])}, right "
-               f"{escape(labels[1])}; a thumbnail opens the full-size picture.</p>{legend()}"
+    gallery = (f"<p>{len(pairs)} photos by the change, the largest drop first; left {escape(labels[0])}, "
+               f"right {escape(labels[1])}; a thumbnail opens the full-size picture.</p>{legend()}"
                f"<div class=\"gallery\">{''.join(entries)}</div>")
     return changed, gallery
 
@@ -141,10 +143,11 @@ def clear_old_report(out_dir: str) -> None:
             shutil.rmtree(os.path.join(out_dir, folder))
 
 
-def write_report(out_dir: str, runs: list[ModelRun], info: dict[str, str], workers: int | None = None) -> dict:
-    """Write ``out_dir/index.html`` for one run, or two (``runs[0]`` the main model, ``runs[1]`` the one it is
-    compared with); ``info``: the rows every model shares (protocol, data, config, date). Returns the page's
-    path, photos, seconds and megabytes."""
+def write_report(out_dir: str, runs: list[ModelRun], info: dict[str, str], workers: int | None = None
+                 ) -> dict:
+    """Write ``out_dir/index.html`` for one run, or two (``runs[0]`` the main model, ``runs[1]`` the one it
+    is compared with); ``info``: the rows every model shares (protocol, data, config, date). Returns the
+    page's path, photos, seconds and megabytes."""
     start = time.perf_counter()
     figures.pyplot()  # before any picture: a missing matplotlib fails at once
     clear_old_report(out_dir)
