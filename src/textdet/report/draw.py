@@ -21,7 +21,7 @@ GREY = (150, 150, 150)
 DETECTION_COLOURS = {"matched": GREEN, "merged": ORANGE, "loose": ORANGE, "fragment": ORANGE,
                      "background": ORANGE, "ignored": GREY}
 FILL_ALPHA = 0.35
-FULL_MAX_SIDE = 1280  # the full-size picture's longer side at most (a 500-photo report stays under 60 MB)
+FULL_MAX_SIDE = 1024  # the full-size picture's longer side at most: a 500-photo report stays under 60 MB
 THUMB_MAX_SIDE = 280
 FULL_QUALITY = 80
 THUMB_QUALITY = 70
