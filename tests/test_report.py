@@ -87,6 +87,26 @@ def test_compare_two_checkpoints(trained, tmp_path, capsys):
     assert thumb.shape[1] > 2 * thumb.shape[0]  # two panels of a 4:3 photo side by side
 
 
+def test_compare_with_an_onnx_model(trained, tmp_path, capsys):
+    """best.ckpt against its own ONNX export: the ONNX model scores as the checkpoint, draws as many boxes of
+    each kind, and no photo changes."""
+    opts, run = trained
+    onnx = str(tmp_path / "best.onnx")
+    assert main(cli_args("export", opts, "--ckpt", os.path.join(run, "best.ckpt"), "--out", onnx)) == 0
+    capsys.readouterr()
+    out = tmp_path / "compare"
+    assert main(cli_args("eval", opts, "--json", "--report", str(out), "--compare", onnx)) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["compare"]["checkpoint"] == onnx
+    assert result["compare"]["f-score"] == pytest.approx(result["f-score"], abs=1e-9)
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert cell(page, "photos with the same f-score") == ["4"]
+    for kind in ("matched", "merged", "loose", "fragment", "on nothing", "all detections"):
+        ours, exported = cell(page, kind)
+        assert ours == exported, kind  # the same boxes, kind by kind
+    assert int(cell(page, "all detections")[0]) > 0
+
+
 def test_bad_inputs_name_the_flag(trained, tmp_path, capsys, monkeypatch):
     opts, _ = trained
     assert main(cli_args("eval", opts, "--report", str(tmp_path / "r"), "--compare", str(tmp_path / "no.onnx"))) == 2
