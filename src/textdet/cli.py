@@ -307,7 +307,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     progress = not args.no_progress and sys.stdout.isatty() and not args.json
     if args.report:
-        result = run_report(cfg, args.config, args.ckpt, args.onnx, args.device, progress, args.report, args.compare)
+        result = run_report(cfg, args.config, args.ckpt, args.onnx, args.device, progress, args.report,
+                            args.compare)
     else:
         result = evaluate_model(cfg, args.ckpt, args.onnx, args.device, progress, args.sweep)
     result["protocol"] = cfg.metric.get("protocol", "icdar15")
