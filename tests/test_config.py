@@ -139,3 +139,12 @@ def test_component_kwargs_checked_against_constructor():
         check_kwargs(Thing, {"use_dilation": "yes"}, "postprocess")
     with pytest.raises(ConfigError, match="valid: A, B"):
         lookup({"A": 1, "B": 2}, "C", "loss.name", "loss")
+
+
+def test_min_epoch_samples_is_for_training_only():
+    """An evaluation scores each photo once: the repetition key is refused on the eval split, naming it."""
+    assert load_config(None, ["train.dataset.min_epoch_samples=450"]).train.dataset.min_epoch_samples == 450
+    with pytest.raises(ConfigError, match=r"eval\.dataset\.min_epoch_samples.*scores each photo once"):
+        load_config(None, ["eval.dataset.min_epoch_samples=450"])
+    with pytest.raises(ConfigError, match=r"train\.dataset\.min_epoch_samples' must be >= 0"):
+        load_config(None, ["train.dataset.min_epoch_samples=-1"])

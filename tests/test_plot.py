@@ -1,5 +1,5 @@
 """``textdet plot RUN_DIR``: curves.png drawn with matplotlib, report.html linking the run folder's evaluation
-reports (the newest as the last evaluation), and a clear message when matplotlib is missing."""
+reports (the newest marked so), and a clear message when matplotlib is missing."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_plot_draws_curves_and_links_the_newest_report(tmp_path, capsys):
     page = (run / "report.html").read_text(encoding="utf-8")
     assert '<img src="curves.png"' in page
     links = page.split("<li>")[1:]
-    assert links[0].startswith('<a href="eval_new/index.html">eval_new</a> (the last evaluation)')
+    assert links[0].startswith('<a href="eval_new/index.html">eval_new</a> (the newest report)')
     assert links[1].startswith('<a href="eval_old/index.html">eval_old</a></li>')
     assert "other/index.html" not in page
     assert "3 epochs; last: loss 1, recall 0.3, precision 0.9, f-score 0.6" in page

@@ -56,7 +56,8 @@ KEYS: dict[str, str] = {
         "[Reading a step line](../guides/profiling.md#reading-a-step-line))."),
     "system.val_while_train": "Evaluate on the `eval` set during training, as in MindOCR.",
     "system.val_start_epoch": "The first epoch that is evaluated, as in MindOCR.",
-    "system.val_interval": "Evaluate every N epochs (and at the last), as in MindOCR.",
+    "system.val_interval": "Evaluate every N epochs, as in MindOCR; textdet also evaluates the last epoch "
+                           "(MindOCR does not), as MMEngine's loop does.",
     "system.ckpt_save_policy": (
         "Which epoch checkpoints `e{N}.ckpt` are kept, as in MindOCR: `top_k` the best by the main indicator, "
         "`latest_k` the newest."),

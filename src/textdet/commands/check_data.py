@@ -139,7 +139,8 @@ def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:
             print(f"{file}:{line}: {severity}: {message}")
         errors = counts.get("error", 0)
         ok = ok and errors == 0
-        print(f"{split}: {len(dataset)} usable samples in {dataset.image_dir}; {errors} error(s) (sample skipped), "
+        usable = len(dataset.records)  # photos, not an epoch's samples (train.dataset.min_epoch_samples)
+        print(f"{split}: {usable} usable samples in {dataset.image_dir}; {errors} error(s) (sample skipped), "
               f"{counts.get('warning', 0)} warning(s) (annotation dropped or repaired)")
         if advice:
             print(f"{split}: warning: {advice}")

@@ -14,10 +14,9 @@ from textdet.engine.checkpoint import thresholds_note
 from textdet.engine.evaluator import evaluate_checkpoint
 from textdet.errors import TextdetError
 from textdet.export import evaluate_onnx
+from textdet.postprocess.db_postprocess import THRESHOLD_KEYS
 from textdet.report import ModelRun, score_photos, write_report
 from textdet.report.figures import pyplot
-
-THRESHOLD_KEYS = ("binary_thresh", "box_thresh")
 
 
 def evaluate_model(cfg: Config, ckpt: str | None, onnx: str | None, device: str | None, progress: bool,

@@ -70,7 +70,7 @@ def run_page(run_dir: str, records: list[dict]) -> str:
     """report.html: the curves, the last epoch's figures and links to the evaluation reports."""
     reports = find_reports(run_dir)
     if reports:
-        marks = [" (the last evaluation)"] + [""] * (len(reports) - 1)
+        marks = [" (the newest report)"] + [""] * (len(reports) - 1)
         links = "".join(f'<li><a href="{escape(name)}/index.html">{escape(name)}</a>{mark}</li>'
                         for name, mark in zip(reports, marks, strict=True))
         evaluations = f"<ul>{links}</ul>"

@@ -75,7 +75,7 @@ RELEASE_BACKBONE_LR_MULT = {"PP-OCRv4 mobile det": 0.1}
 # whatever the photo's size: a small photo enlarged to a 736 px short side no longer costs more than a large
 # one), at least FINE_TUNE_EPOCH_SAMPLES windows an epoch (a few hundred photos are passed over several
 # times), and an evaluation every second epoch and at the last (an evaluation of 500 photos costs about
-# as much as 600 steps). ICDAR2015's 1,000 training photos: 10 x 900 windows; 250 photos: 10 x 450.
+# as much as 530 steps). ICDAR2015's 1,000 training photos: 10 x 900 windows; 250 photos: 10 x 450.
 FINE_TUNE_EPOCHS = 10
 FINE_TUNE_CROP = [640, 640]
 FINE_TUNE_EPOCH_SAMPLES = 450
@@ -302,8 +302,8 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
     # warm-up, and photos resized as evaluation resizes them (crops rescaled into a small square taught
     # another scale and cost precision), then cut to a 640 x 640 window around a random word
     # (FINE_TUNE_CROP: whole photos cost 2.3x a window's step). One window a step, four steps to an update.
-    # The last two epochs' checkpoints (each with the thresholds chosen for it) next to best.ckpt, which is
-    # picked on the evaluation split: the last epoch is the fair score there.
+    # The last two epochs' checkpoints next to best.ckpt, which is picked on the evaluation split: the last
+    # epoch (always evaluated, so guarded and with its re-chosen thresholds) is the fair score there.
     # amp auto: bf16 where the CPU has it natively (PPLCNetV4's large depthwise kernels run 2.7x faster
     # there), fp32 where bf16 would be emulated.
     cfg["system"].update(amp_level="auto", val_interval=FINE_TUNE_VAL_INTERVAL,
@@ -369,7 +369,7 @@ def convert_ppocr(model_path: str, out_dir: str, name: str | None = None) -> dic
     source = os.path.basename(model_path)
     atomic_save({"model": model.state_dict(), "source": source, "release": release}, ckpt)
     header = (f"# {name}: {release}, imported by `textdet convert ppocr` from {source}; see\n"
-              "# the README, 'Start from PP-OCR'. Data in MindOCR's layout (train/images + train_gt.txt,\n"
+              "# docs/guides/finetune-ppocr.md. Data in MindOCR's layout (train/images + train_gt.txt,\n"
               "# val/images + test_gt.txt). Fine-tune:\n"
               f"# textdet train -c {yaml_path} -o train.dataset.dataset_root=DATA\n"
               "#     -o eval.dataset.dataset_root=DATA\n")

@@ -225,8 +225,7 @@ _AT_LEAST = {
     **dict.fromkeys(("train.loader.batch_size", "eval.loader.batch_size", "train.gradient_accumulation_steps",
                      "scheduler.num_epochs", "system.log_interval", "system.val_interval"), 1),
     **dict.fromkeys(("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep",
-                     "train.guard_regions", "train.dataset.min_epoch_samples",
-                     "eval.dataset.min_epoch_samples"), 0),
+                     "train.guard_regions", "train.dataset.min_epoch_samples"), 0),
 }
 
 
@@ -246,6 +245,9 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
     if interval not in ("auto", "off", False) and (type(interval) is not int or interval < 0):
         raise ConfigError(f"{meta.where('train.ckpt_interval_steps')}: 'train.ckpt_interval_steps' must be a step "
                           f"count >= 0, 'auto' (every 10 minutes) or 'off', got {interval!r}")
+    if cfg.eval.dataset.min_epoch_samples:
+        raise ConfigError(f"{meta.where('eval.dataset.min_epoch_samples')}: 'eval.dataset.min_epoch_samples' "
+                          "repeats training photos; an evaluation scores each photo once: remove it (or set 0)")
     parse_buckets(cfg.eval.shape_buckets, meta.where("eval.shape_buckets"))
     timeout = cfg.train.step_timeout
     if timeout != "auto" and (isinstance(timeout, (bool, str)) or timeout <= 0):

@@ -174,7 +174,7 @@ def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bo
     return DetDataset(dataset.dataset_root, dataset.data_dir, dataset.label_file, pipeline, columns,
                       sample_ratio=dataset.sample_ratio, seed=cfg.system.seed,
                       config_prefix=f"{split}.dataset", cache_images=dataset.cache_images,
-                      aside_every=aside_every, min_samples=dataset.min_epoch_samples)
+                      aside_every=aside_every, min_samples=dataset.min_epoch_samples if split == "train" else 0)
 
 
 def build_guard_dataset(cfg: Config, eval_pipeline: Compose, aside_every: int) -> DetDataset:

@@ -18,6 +18,7 @@ from textdet.errors import ConfigError, TextdetError
 from textdet.hub import download, is_url
 from textdet.models import strip_wrappers
 from textdet.models.weights import read_weights_file, state_dict_in
+from textdet.postprocess.db_postprocess import THRESHOLD_KEYS
 from textdet.unpickling import safe_load
 
 
@@ -70,9 +71,6 @@ def load_weights(model: nn.Module, path: str, what: str) -> Any:
             f"{what}: {path} does not fit the config's model ({len(missing)} missing keys, e.g. {missing[:3]}; "
             f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}); is it from a run with another backbone/neck/head?")
     return held
-
-
-THRESHOLD_KEYS = ("binary_thresh", "box_thresh")
 
 
 def adopt_thresholds(cfg: Config, held: Any, path: str) -> dict[str, float]:

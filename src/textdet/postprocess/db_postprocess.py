@@ -15,6 +15,10 @@ import numpy as np
 from textdet.config.components import component_repr
 from textdet.geometry import offset_polygon, quad_corners, unclip_distance
 
+# The two thresholds a fine-tuned model is re-chosen at (the start guard, `eval --sweep`) and carries in
+# its checkpoints.
+THRESHOLD_KEYS = ("binary_thresh", "box_thresh")
+
 _BOX_TYPES = ("quad", "poly")
 _SCORE_MODES = ("bitmap", "fast", "slow")
 _MIN_SIDE = 3  # short side (map pixels) below which a candidate is noise; +2 after the unclip (PaddleOCR)

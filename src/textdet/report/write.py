@@ -10,12 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from html import escape
 from itertools import repeat
 
+from textdet.postprocess.db_postprocess import THRESHOLD_KEYS
 from textdet.report import figures
 from textdet.report.draw import file_stem, write_pictures
 from textdet.report.html import GENERATOR, entry, kinds_tables, legend, page, table
 from textdet.report.photos import ModelRun, PhotoPair, pair_photos, worst_first
-
-THRESHOLD_KEYS = ("binary_thresh", "box_thresh")
 
 
 def summary_rows(runs: list[ModelRun]) -> list[list[str]]:
