@@ -93,6 +93,12 @@ class Watchdog:
         self.stopped.set()  # this thread's polls must not race the others' exit
         if self.store is None:
             return
+        try:
+            failed_first = self._failures()
+        except Exception:  # the store is gone: this rank's own error is all there is to say
+            failed_first = {}
+        if failed_first:  # another rank failed first and this one's collective broke when it left
+            self._stop_for_failure(failed_first)
         where = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
         place = f" (at {os.path.basename(where[0].filename)}:{where[0].lineno})" if where else ""
         report = {"error": f"{type(err).__name__}: {err}"[:500] + place, "log": list(self.tail.lines)}
