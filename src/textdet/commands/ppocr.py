@@ -51,8 +51,10 @@ class Architecture(NamedTuple):
 
 
 ARCHITECTURES = [
-    Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET, IMAGENET_MEAN, IMAGENET_STD),
-    Architecture("PP-OCRv6 small det (PPLCNetV4 small + RepLKFPN)", PPOCR_V6_SMALL_DET, IMAGENET_MEAN, IMAGENET_STD),
+    Architecture("PP-OCRv4/v5 mobile det (PPLCNetV3 x0.75 + RSEFPN)", PPOCR_V4_DET,
+                 IMAGENET_MEAN, IMAGENET_STD),
+    Architecture("PP-OCRv6 small det (PPLCNetV4 small + RepLKFPN)", PPOCR_V6_SMALL_DET,
+                 IMAGENET_MEAN, IMAGENET_STD),
 ]
 # Official releases of an architecture, told apart by their first convolution's weights
 # (sha256, first 16 hex digits).

@@ -246,8 +246,9 @@ def _check_values(cfg: Config, meta: ConfigMeta) -> None:
         raise ConfigError(f"{meta.where('train.ckpt_interval_steps')}: 'train.ckpt_interval_steps' must be a step "
                           f"count >= 0, 'auto' (every 10 minutes) or 'off', got {interval!r}")
     if cfg.eval.dataset.min_epoch_samples:
-        raise ConfigError(f"{meta.where('eval.dataset.min_epoch_samples')}: 'eval.dataset.min_epoch_samples' "
-                          "repeats training photos; an evaluation scores each photo once: remove it (or set 0)")
+        where = meta.where("eval.dataset.min_epoch_samples")
+        raise ConfigError(f"{where}: 'eval.dataset.min_epoch_samples' repeats training photos; an evaluation "
+                          "scores each photo once: remove it (or set 0)")
     parse_buckets(cfg.eval.shape_buckets, meta.where("eval.shape_buckets"))
     timeout = cfg.train.step_timeout
     if timeout != "auto" and (isinstance(timeout, (bool, str)) or timeout <= 0):

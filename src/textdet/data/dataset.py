@@ -28,7 +28,8 @@ RAGGED_KEYS = frozenset({"polys", "texts", "ignore_tags", "img_path"})
 
 
 class DetDataset(Dataset):
-    """Label-file records run through ``transform(sample, rng)``; ``cache_images``: True/False/"auto" (data.cache).
+    """Label-file records run through ``transform(sample, rng)``; ``cache_images``: True/False/"auto"
+    (data.cache).
 
     ``min_samples`` (``min_epoch_samples``): a set of fewer records is passed over ``repeats`` whole times
     per epoch, each pass with its own random draws (the sample's position seeds them, not its record).

@@ -169,12 +169,13 @@ def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bo
     if dataset.type not in ("DetDataset",):
         raise ConfigError(f"{split}.dataset.type: unknown dataset '{dataset.type}' (valid: DetDataset)")
     columns = dataset.output_columns
+    min_samples = dataset.min_epoch_samples if split == "train" else 0  # an evaluation scores each photo once
     if device_targets:
         columns = device_columns(columns)
     return DetDataset(dataset.dataset_root, dataset.data_dir, dataset.label_file, pipeline, columns,
                       sample_ratio=dataset.sample_ratio, seed=cfg.system.seed,
                       config_prefix=f"{split}.dataset", cache_images=dataset.cache_images,
-                      aside_every=aside_every, min_samples=dataset.min_epoch_samples if split == "train" else 0)
+                      aside_every=aside_every, min_samples=min_samples)
 
 
 def build_guard_dataset(cfg: Config, eval_pipeline: Compose, aside_every: int) -> DetDataset:

@@ -1,5 +1,6 @@
 """Evaluation while training: which epochs end with one (``system.val_start_epoch``,
-``system.val_interval``, and the last), and running it on the eval set at the precision ``textdet eval`` uses."""
+``system.val_interval``, and the last), and running it on the eval set at the precision ``textdet eval``
+uses."""
 
 from __future__ import annotations
 
