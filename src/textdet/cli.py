@@ -63,11 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_protocol(p)
     p.add_argument("--sweep", action="store_true", help="also score a grid of binary_thresh x box_thresh on the "
                    "same model outputs; its best pair is tuned on the evaluation split (an oracle)")
-    p.add_argument("--report", metavar="DIR", help="also write DIR/index.html: the figures, the error kinds, the "
-                   "threshold grid and every photo drawn with labels and detections (opens from disk; needs "
-                   "matplotlib: the plot extra)")
-    p.add_argument("--compare", metavar="CKPT_OR_ONNX", help="with --report: evaluate this checkpoint or ONNX "
-                   "model on the same photos too, and draw the two side by side")
+    p.add_argument("--report", metavar="DIR",
+                   help="also write DIR/index.html: the figures, the error kinds, the threshold grid and "
+                   "every photo drawn with labels and detections (opens from disk; needs matplotlib: the "
+                   "plot extra)")
+    p.add_argument("--compare", metavar="CKPT_OR_ONNX",
+                   help="with --report: evaluate this checkpoint or ONNX model on the same photos too, and "
+                   "draw the two side by side")
 
     p = sub.add_parser("predict", help="detect text in images/folders -> predictions.json (+ drawn images)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders (jpg/jpeg/png/bmp)")

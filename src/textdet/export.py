@@ -102,7 +102,8 @@ def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progre
     """``textdet eval --onnx``: ``evaluate_checkpoint``'s keys plus "onnx"; needs no ``model`` section."""
     pipeline = validate(cfg, ("eval",), model=False)["eval"]
     model, cpu = OnnxModel(onnx_path, device=device), torch.device("cpu")
-    evaluator = build_evaluator(cfg, pipeline, cpu, False, amp_settings("O0", "cpu"), progress, sweep, per_image)
+    fp32 = amp_settings("O0", "cpu")
+    evaluator = build_evaluator(cfg, pipeline, cpu, False, fp32, progress, sweep, per_image)
     result = timed_run(evaluator, model, onnx_path)
     return {**result, "onnx": result["checkpoint"]}
 

@@ -76,8 +76,8 @@ def run_page(run_dir: str, records: list[dict]) -> str:
         evaluations = f"<ul>{links}</ul>"
     else:
         evaluations = ("<p>None in this folder yet: <code>textdet eval -c RUN/train_config.yaml --ckpt "
-                       "RUN/best.ckpt --report RUN/eval_report</code> writes one, and <code>textdet plot RUN</code> "
-                       "then links it.</p>")
+                       "RUN/best.ckpt --report RUN/eval_report</code> writes one, and "
+                       "<code>textdet plot RUN</code> then links it.</p>")
     last = records[-1] if records else {}
     figures = ", ".join(f"{key} {last[key]:.4g}" for key in ("loss", "recall", "precision", "f-score")
                         if isinstance(last.get(key), (int, float)))

@@ -85,7 +85,8 @@ def side_by_side(left: np.ndarray, right: np.ndarray, titles: tuple[str, str]) -
         text_width = cv2.getTextSize(title, cv2.FONT_HERSHEY_SIMPLEX, font, thickness)[0][0]
         fitted = font * min(1.0, (picture.shape[1] - 8) / max(text_width, 1))  # a long name fits the panel
         origin = (4, strip - round(7 * font))
-        cv2.putText(panel, title, origin, cv2.FONT_HERSHEY_SIMPLEX, fitted, (20, 20, 20), thickness, cv2.LINE_AA)
+        dark_grey = (20, 20, 20)
+        cv2.putText(panel, title, origin, cv2.FONT_HERSHEY_SIMPLEX, fitted, dark_grey, thickness, cv2.LINE_AA)
         panels.append(panel)
     gap = np.full((height + strip, 8, 3), 255, np.uint8)
     return np.hstack([panels[0], gap, panels[1]])

@@ -70,10 +70,10 @@ def kinds_tables(tallies: list, labels: list[str]) -> str:
     return (f'<div class="row"><div><h3>Words</h3>{table(header, word_rows, True)}</div>'
             f"<div><h3>Detections</h3>{table(header, det_rows, True)}</div></div>"
             '<p class="muted">A detection is matched (IoU &gt; 0.5 with a word), in a ### region (over half '
-            "of it inside one), merged (covers over half of two or more words), loose (best IoU 0.2 to 0.5), a "
-            "fragment (over 20% of it inside a word) or on nothing, tested in that order. A word is found (a "
-            "matched box), in a merged box, partly found (only a loose box) or missed. IoU as ICDAR 2015 computes "
-            "it, whatever the protocol.</p>")
+            "of it inside one), merged (covers over half of two or more words), loose (best IoU 0.2 to 0.5), "
+            "a fragment (over 20% of it inside a word) or on nothing, tested in that order. A word is found "
+            "(a matched box), in a merged box, partly found (only a loose box) or missed. IoU as ICDAR 2015 "
+            "computes it, whatever the protocol.</p>")
 
 
 def legend() -> str:

@@ -60,8 +60,9 @@ def figures_html(out_dir: str, runs: list[ModelRun]) -> str:
     if all(sweeps):
         figures.grid_figure(os.path.join(out_dir, "threshold_grid.png"), sweeps, labels)
         parts.append('<img class="figure" src="threshold_grid.png" alt="f-score over the threshold grid">'
-                     '</div><p class="muted">f-score over the grid of textdet eval --sweep: the best pair is chosen '
-                     "on the evaluation split (an oracle); the score to report is the one at the pair used.</p>")
+                     '</div><p class="muted">f-score over the grid of textdet eval --sweep: the best pair is '
+                     "chosen on the evaluation split (an oracle); the score to report is the one at the pair "
+                     "used.</p>")
     else:
         parts.append("<p>No threshold grid (the evaluation ran without the sweep).</p></div>")
     return "".join(parts)
