@@ -91,5 +91,5 @@ def test_ranks_sum_the_sweep_counts_too_so_they_pick_the_same_thresholds(tmp_pat
     torch.multiprocessing.spawn(_summed_counts_on, args=(_free_port(), str(tmp_path)), nprocs=2)
     held = [json.load(open(tmp_path / f"rank{rank}.json")) for rank in (0, 1)]
     assert held[0] == held[1]
-    assert len(held[0]) == 1 + 36
-    assert held[0] == [[2.0 * cell + 1, 2.0, 2.0, 6.0] for cell in range(37)]
+    assert len(held[0]) == 1 + 9 * 9
+    assert held[0] == [[2.0 * cell + 1, 2.0, 2.0, 6.0] for cell in range(1 + 9 * 9)]

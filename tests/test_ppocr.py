@@ -114,8 +114,8 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
     """The written YAML: the whole network learns on its imported BatchNorm statistics, without the threshold
     branch, with the gap penalty; the learning rate is the release's (PP-OCRv5's weights collapse at v4's
     1e-3), PP-OCRv4's backbone at a tenth of it; every release the same schedule: 10 epochs of at least 450
-    windows of 640 x 640 cut at the evaluation's scale, an evaluation every second epoch and at the last,
-    bf16 where the CPU has it natively."""
+    windows of 640 x 640 cut at a 736 px short side, an evaluation at the fifth epoch and at the last, bf16
+    where the CPU has it natively."""
     v4_v5_network, v6_network = ARCHITECTURES
     written = {
         "v4": ppocr_config("m.ckpt", "v4", v4_v5_network, "PP-OCRv4 mobile det"),
@@ -144,7 +144,7 @@ def test_fine_tuning_defaults_follow_the_release() -> None:
         assert "BorderMap" not in [next(iter(step)) for step in cfg["eval"]["dataset"]["transform_pipeline"]]
         assert cfg["loss"]["gap_weight"] == 0.1 and cfg["loss"]["bce_replace"] == "diceloss"
         assert train["min_epoch_samples"] == 450  # 225 photos: each twice an epoch; 900: once
-        assert (cfg["system"]["val_start_epoch"], cfg["system"]["val_interval"]) == (2, 2)
+        assert (cfg["system"]["val_start_epoch"], cfg["system"]["val_interval"]) == (5, 5)
         assert cfg["system"]["amp_level"] == "auto"
 
 
@@ -168,13 +168,15 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     cfg = load_config(str(out / "v4.yaml"))
     assert (cfg.train.dataset.data_dir, cfg.train.dataset.label_file) == ("train/images", "train_gt.txt")
     assert (cfg.eval.dataset.data_dir, cfg.eval.dataset.label_file) == ("val/images", "test_gt.txt")
-    # photos resized for training exactly as for evaluation (no rescaled crops), then a 640 x 640 window
-    # at that scale, one window a step
+    # photos resized for training to PaddleOCR's evaluation size, a 736 px short side (no rescaled crops),
+    # then a 640 x 640 window at that scale, one window a step; evaluation at a 864 px short side
     train_ops = [next(iter(step)) for step in cfg.train.dataset.transform_pipeline]
     assert not {"RandomCropWithBBox", "RandomScale"} & set(train_ops)
     resize_at = train_ops.index("DetResize")
     train_resize = cfg.train.dataset.transform_pipeline[resize_at]["DetResize"]
-    assert train_resize == cfg.eval.dataset.transform_pipeline[2]["DetResize"]
+    eval_resize = cfg.eval.dataset.transform_pipeline[2]["DetResize"]
+    same = {"limit_type": "min", "divisor": 32, "rounding": "nearest"}
+    assert train_resize == {**same, "limit_side_len": 736} and eval_resize == {**same, "limit_side_len": 864}
     assert cfg.train.dataset.transform_pipeline[resize_at + 1] == {"RandomTextCrop": {"crop_size": [640, 640]}}
     assert cfg.train.loader.batch_size == 1
     # PaddleOCR's preprocessing: BGR pixels, ImageNet mean/std on 0-255 values, B first

@@ -155,9 +155,9 @@ def test_metric_command_protocols(tmp_path: Path, capsys):
 
 # ----------------------------------------------------------------------------- threshold sweep
 def two_blocks() -> np.ndarray:
-    """(1, 1, 64, 64) map: block A (x 8..27, y 8..19) at P = 0.9, block B (x 36..55, y 36..51) at P = 0.45."""
+    """(1, 1, 64, 64) map: block A (x 8..27, y 8..19) at P = 0.95, block B (x 36..55, y 36..51) at P = 0.45."""
     prob = np.zeros((1, 1, 64, 64), np.float32)
-    prob[0, 0, 8:20, 8:28] = 0.9
+    prob[0, 0, 8:20, 8:28] = 0.95
     prob[0, 0, 36:52, 36:56] = 0.45
     return prob
 
@@ -175,14 +175,14 @@ def test_sweep_scores_each_pair_like_a_run_with_those_thresholds():
     sweep = ThresholdSweep(DBPostprocess(binary_thresh=0.3, box_thresh=0.6), DetMetric())
     sweep.update(prob, None, [gts], [None])
     result = sweep.results()
-    assert len(result["grid"]) == 36 and result["fixed"] == {"binary_thresh": 0.3, "box_thresh": 0.6}
+    assert len(result["grid"]) == 9 * 9 and result["fixed"] == {"binary_thresh": 0.3, "box_thresh": 0.6}
     for row in result["grid"]:
         b, t = row["binary_thresh"], row["box_thresh"]
         assert row["f-score"] == pytest.approx(expected_f(b, t)), (b, t)
         alone = DetMetric()
         alone.update([DBPostprocess(binary_thresh=b, box_thresh=t)(prob)[0]["polys"]], [gts], [None])
         assert {k: row[k] for k in ("recall", "precision", "f-score")} == alone.compute()
-    # F = 1 at binary 0.2 to 0.4 with box 0.3 or 0.4: the nearest of them to the config's 0.3/0.6
+    # F = 1 at binary 0.1 to 0.4 with box 0.3 or 0.4: the nearest of them to the config's 0.3/0.6
     assert (result["best"]["binary_thresh"], result["best"]["box_thresh"]) == (0.3, 0.4)
     assert result["best"]["note"] == ORACLE == "tuned on the evaluation split (oracle)"
 

@@ -195,7 +195,7 @@ KEYS: dict[str, str] = {
         "pages hold 89 lines: 0.01 is about one of them). 0 leaves `guard_margin` alone."),
     "train.guard_thresholds": (
         "`true`: the set-aside photos also re-choose `postprocess.binary_thresh` and `box_thresh` for the trained "
-        "model (the best pair of a 6 x 6 grid, 0.2 to 0.7 and 0.3 to 0.8; among equal ones, the nearest to the "
+        "model (the best pair of a 9 x 9 grid, 0.1 to 0.7 and 0.3 to 0.93; among equal ones, the nearest to the "
         "config's pair); the two models are compared at their best pairs, the evaluation scores the kept trained "
         "model at its pair, and its checkpoints carry it: `eval`, `predict` and the Python `Detector` use it, "
         "`export` prints it (an ONNX file holds no thresholds), and `-o postprocess.binary_thresh=...` overrides. "

@@ -28,6 +28,7 @@ DEFAULT_TIMEOUT_S = 600.0  # before the median step is known, and for evaluation
 AUTO_FACTOR, AUTO_FLOOR_S, AUTO_AFTER_STEPS = 20, 60.0, 20
 EXIT_HANG, EXIT_PEER_FAILED = 3, 4
 LOG_TAIL = 5
+STORE_TIMEOUT_S = 10  # each call of the watchdog's store client gives up after this
 
 
 class TailHandler(logging.Handler):
@@ -112,8 +113,12 @@ class Watchdog:
             pass
 
     def stop(self) -> None:
+        """Stop polling and wait for a poll in flight: the process must not tear down the store's client while
+        this thread is inside one of its calls (each gives up after the client's 10 s timeout)."""
         self.stopped.set()
         logger.removeHandler(self.tail)
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout=self.poll_s + STORE_TIMEOUT_S + 5.0)
 
     # ------------------------------------------------------------------------------ the thread
     def _run(self) -> None:
@@ -262,6 +267,7 @@ def connect_store(world_size: int):
     if world_size < 2:
         return None
     host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "29500"))
-    store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=10), wait_for_workers=False)
+    store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=STORE_TIMEOUT_S),
+                          wait_for_workers=False)
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # a restarted job does not read the last one's keys
     return dist.PrefixStore(f"textdet/watchdog/{attempt}/", store)
