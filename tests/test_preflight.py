@@ -152,3 +152,24 @@ def test_doctor_distributed_names_a_busy_port_and_a_missing_interface(monkeypatc
     assert f"master        PROBLEM\n  MASTER_PORT={port} is already in use" in out
     assert "environment   PROBLEM\n  GLOO_SOCKET_IFNAME=ib9x names no network interface" in out
     assert "devices       ok" in out and "doctor: 2 problem(s) to fix before torchrun" in out
+
+
+def test_watchdog_stop_waits_for_a_poll_in_flight(monkeypatch):
+    """stop() returns only after the poll that is running ends, so that the process never tears the store's
+    client down under it (a rank once aborted at exit with "terminate called without an active exception")."""
+    import threading
+
+    from textdet.engine.watchdog import Watchdog
+
+    inside, finished = threading.Event(), threading.Event()
+
+    def slow_check(self) -> None:
+        inside.set()
+        time.sleep(0.3)
+        finished.set()
+
+    monkeypatch.setattr(Watchdog, "_check", slow_check)
+    dog = Watchdog("auto", rank=0, world_size=1, phases=None, poll_s=0.01)
+    assert inside.wait(5)
+    dog.stop()
+    assert finished.is_set() and not dog.thread.is_alive()

@@ -114,7 +114,7 @@ class Watchdog:
 
     def stop(self) -> None:
         """Stop polling and wait for a poll in flight: the process must not tear down the store's client while
-        this thread is inside one of its calls (each gives up after the client's 10 s timeout)."""
+        this thread is inside one of its calls (each gives up after STORE_TIMEOUT_S)."""
         self.stopped.set()
         logger.removeHandler(self.tail)
         if self.thread is not threading.current_thread():
