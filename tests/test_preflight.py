@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from conftest import RECIPE, tiny_overrides
 from textdet.engine import preflight
 from textdet.engine.preflight import Claim, Launch
-from textdet.engine.watchdog import EXIT_HANG, EXIT_PEER_FAILED, hang_summary
+from textdet.engine.watchdog import EXIT_HANG, EXIT_PEER_FAILED, Watchdog, hang_summary
 
 DRIVER = os.path.join(os.path.dirname(__file__), "dist_driver.py")
 
@@ -157,10 +158,6 @@ def test_doctor_distributed_names_a_busy_port_and_a_missing_interface(monkeypatc
 def test_watchdog_stop_waits_for_a_poll_in_flight(monkeypatch):
     """stop() returns only after the poll that is running ends, so that the process never tears the store's
     client down under it (a rank once aborted at exit with "terminate called without an active exception")."""
-    import threading
-
-    from textdet.engine.watchdog import Watchdog
-
     inside, finished = threading.Event(), threading.Event()
 
     def slow_check(self) -> None:
