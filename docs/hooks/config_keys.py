@@ -11,7 +11,8 @@ from __future__ import annotations
 # Keys MindOCR does not have: marked "textdet" in the reference.
 TEXTDET_ONLY: set[str] = {
     "system.amp_dtype", "system.deterministic", "optimizer.lr_mult", "train.ckpt_interval_steps", "train.ema_resume",
-    "train.accumulation_lr", "train.max_bad_steps", "train.step_timeout", "train.targets_on_device",
+    "train.accumulation_lr", "train.max_bad_steps", "train.max_blank_steps", "train.step_timeout",
+    "train.targets_on_device",
     "train.freeze_bn", "train.freeze", "train.guard_holdout", "train.guard_margin", "train.guard_regions",
     "train.guard_thresholds", "*.dataset.cache_images", "*.dataset.min_epoch_samples", "*.loader.prefetch_factor",
     "*.loader.persistent_workers", "eval.shape_buckets",
@@ -159,6 +160,11 @@ KEYS: dict[str, str] = {
     "train.max_bad_steps": (
         "Stop after this many skipped steps (non-finite loss or gradients) in a row, naming the last good "
         "checkpoint."),
+    "train.max_blank_steps": (
+        "Stop after this many steps in a row (as the step lines count them) in which the probability map, after it "
+        "had marked the text, stays under `postprocess.binary_thresh` on every text pixel, naming the epoch "
+        "checkpoints written before; the first such step line warns. `0`: warn only. A blank map finds no text and "
+        "Dice's gradient vanishes there, so such a run seldom comes back (lower `scheduler.lr`)."),
     "train.step_timeout": (
         "Seconds without a finished step before the hang watchdog stops the run and names the slow rank; `auto`: "
         "10 minutes, then 20x the median step (at least 60 s) once 20 steps are known."),

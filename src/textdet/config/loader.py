@@ -225,7 +225,7 @@ _AT_LEAST = {
     **dict.fromkeys(("train.loader.batch_size", "eval.loader.batch_size", "train.gradient_accumulation_steps",
                      "scheduler.num_epochs", "system.log_interval", "system.val_interval"), 1),
     **dict.fromkeys(("train.loader.num_workers", "eval.loader.num_workers", "system.ckpt_max_keep",
-                     "train.guard_regions", "train.dataset.min_epoch_samples"), 0),
+                     "train.guard_regions", "train.dataset.min_epoch_samples", "train.max_blank_steps"), 0),
 }
 
 

@@ -12,18 +12,22 @@ import torch
 from torch import Tensor, nn
 
 from textdet.engine.amp import AmpSettings
+from textdet.engine.health import HITS_KEY, text_pixel_hits
 from textdet.engine.phases import StepPhases
 
 
 class ForwardAndLoss(nn.Module):
     """``(images, targets) -> losses``: the model under the autocast of ``amp``, then the loss (fp32 inside).
-    A module, so torch.compile sees the model and the loss as attributes it can guard and inline."""
+    A module, so torch.compile sees the model and the loss as attributes it can guard and inline.
+    ``watch_thresh``: when set, the result also holds the blank-map watch's counts under ``HITS_KEY``."""
 
-    def __init__(self, model: nn.Module, loss_fn: nn.Module, amp: AmpSettings) -> None:
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, amp: AmpSettings,
+                 watch_thresh: float | None = None) -> None:
         super().__init__()
         self.model = model
         self.loss_fn = loss_fn
         self.amp = amp
+        self.watch_thresh = watch_thresh
 
     def forward(self, images: Tensor, targets: dict[str, Tensor],
                 phases: StepPhases | None = None) -> dict[str, Tensor]:
@@ -34,7 +38,11 @@ class ForwardAndLoss(nn.Module):
             preds = self.model(images)
         if phases is not None:
             phases.enter("loss")
-        return self.loss_fn(preds, **targets)
+        losses = self.loss_fn(preds, **targets)
+        if self.watch_thresh is not None and "binary_map" in targets and "mask" in targets:
+            hits = text_pixel_hits(preds, targets["binary_map"], targets["mask"], self.watch_thresh)
+            losses = {**losses, HITS_KEY: hits}
+        return losses
 
 
 def compile_step(

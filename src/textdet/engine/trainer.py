@@ -25,6 +25,7 @@ from textdet.engine.ema import ModelEMA
 from textdet.engine.evaluator import progress_bar
 from textdet.engine.feed import DeviceInput, Prefetcher
 from textdet.engine.finetune import freeze_parts, keep_frozen_in_eval_mode
+from textdet.engine.health import HITS_KEY, BlankMapWatch, check_bad_run
 from textdet.engine.logs import EpochStats, MetricsWriter, banner, setup_logging, throughput_verdict
 from textdet.engine.monitor import RunMonitor
 from textdet.engine.optim import load_optimizer_state
@@ -38,7 +39,7 @@ from textdet.engine.startup_report import StartupReport
 from textdet.engine.step import ForwardAndLoss, compile_step
 from textdet.engine.train_eval import build_train_evaluation
 from textdet.engine.validate import LOSS_COLUMNS, train_splits, validate
-from textdet.errors import ConfigError, TrainingDiverged
+from textdet.errors import ConfigError
 from textdet.models import count_parameters
 
 logger = logging.getLogger("textdet")
@@ -169,6 +170,7 @@ class Trainer:
         self.buffers = [b for b in self.model.buffers() if b.is_floating_point()]
         self.good_buffers = [b.clone() for b in self.buffers]
         self.bad_run = 0  # consecutive skipped optimizer steps
+        self.blank_watch = BlankMapWatch(cfg, self.postprocess, self.run_dir)
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -189,7 +191,7 @@ class Trainer:
         if self.dist.enabled:
             ids = [self.device.index] if is_accelerator(self.device) else None
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        self.loss_step = ForwardAndLoss(self.forward_model, self.loss_fn, self.amp)
+        self.loss_step = ForwardAndLoss(self.forward_model, self.loss_fn, self.amp, self.blank_watch.binary_thresh)
         if self.compiled:  # one graph, a graph break fails the first step; DDP splits its graph at buckets
             enable_compile_cache()
             self.loss_step = compile_step(self.loss_step, fullgraph=not self.dist.enabled)
@@ -320,7 +322,7 @@ class Trainer:
                     window.add(*item, bad=bad)
                 pending.clear()
                 if bad:
-                    self._check_bad_run(epoch, i + 1)
+                    check_bad_run(self.bad_run, epoch, i + 1, cfg, self.scaler, self.run_dir)
                 elif i + 1 < usable and resume_due(cfg.train.ckpt_interval_steps, self.global_step,
                                                     time.perf_counter() - self.last_save_t):
                     with self.monitor.timed("checkpoint"):
@@ -333,6 +335,7 @@ class Trainer:
             if (i + 1) % cfg.system.log_interval == 0:
                 self._log_window(window, epoch, num_epochs, i + 1, steps)
                 window = EpochStats()
+                self.blank_watch.check(epoch, i + 1)
         bar.close()
         if skipped:
             logger.warning("epoch %d: %d sample(s) could not be used and were replaced (see the warnings above, or "
@@ -348,6 +351,7 @@ class Trainer:
         with no_sync():
             self.phases.enter("forward")  # compiled: forward and loss are one graph, timed as "forward"
             losses = self.loss_step(batch["image"], targets, None if self.compiled else self.phases)
+            self.blank_watch.add(losses.pop(HITS_KEY, None))
             self.phases.enter("backward")
             self.scaler.scale_loss(losses["loss"] / self.accum).backward()
         return losses
@@ -372,21 +376,6 @@ class Trainer:
         self.global_step += 1
         self.bad_run = self.bad_run + 1 if bad else 0  # counts skipped steps in a row
         return bad
-
-    def _check_bad_run(self, epoch: int, step: int) -> None:
-        """Log a skipped step; stop after train.max_bad_steps in a row (fp16 loss scaling may still back off)."""
-        logger.warning("epoch %d step %d: non-finite loss or gradients, step skipped (%d in a row)", epoch + 1, step,
-                       self.bad_run)
-        limit = self.cfg.train.max_bad_steps
-        backing_off = self.scaler.enabled and self.scaler.dynamic and self.scaler.scale > 1
-        if self.bad_run < limit or backing_off:
-            return
-        ckpt = os.path.join(self.run_dir, "train_resume.ckpt")
-        last = f"the last good checkpoint is {ckpt}" if os.path.isfile(ckpt) else "no checkpoint was written yet"
-        raise TrainingDiverged(
-            f"stopped at epoch {epoch + 1} step {step}: {self.bad_run} optimizer steps in a row had a non-finite loss "
-            f"or gradients (train.max_bad_steps={limit}); none changed the weights and {last}. Try a lower "
-            "scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for bad labels")
 
     # ----------------------------------------------------------------------------------------- periodic work
     def _log_window(self, window: EpochStats, epoch: int, num_epochs: int, step: int, steps: int) -> None:
