@@ -130,7 +130,8 @@ class TrainConfig:
     # mindocr = update k takes LR entry k, as MindOCR 0.5 on MindSpore 2.x does (a slower schedule)
     accumulation_lr: str = "window_end"
     max_bad_steps: int = 20  # textdet: stop after this many consecutive steps with non-finite loss/gradients
-    # textdet: stop after this many steps in a row with a blank probability map (engine/health.py); 0 = warn only
+    # textdet: stop after this many steps in a row with a blank probability map (engine/health.py);
+    # 0 = warn only
     max_blank_steps: int = 500
     # textdet: seconds without a finished step before the hang watchdog stops the run; auto = 600, then
     # 20x the median step (at least 60 s) once 20 steps are known

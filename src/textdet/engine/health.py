@@ -1,14 +1,15 @@
-"""What stops a run that will not recover on its own: optimizer steps that stay non-finite (``check_bad_run``),
-and a probability map gone blank (``BlankMapWatch``).
+"""What stops a run that will not recover on its own: optimizer steps that stay non-finite
+(``check_bad_run``), and a probability map gone blank (``BlankMapWatch``).
 
 The blank-map watch: a fine-tuned detector's probability map can collapse mid-run, P falling under the
-binarisation threshold on every text pixel. Dice then sits at 1.0 and its gradient vanishes through the saturated
-sigmoid, so the run goes on for its remaining hours and ends with a model that finds nothing (PP-OCRv5's weights
-did so at Adam 3e-4 with larger words in the windows: docs/DESIGN_NOTES.md). The watch says so at the next step
-line and stops the run after ``train.max_blank_steps`` such steps in a row, naming the checkpoints written before
-the map went blank. It watches only a map that has worked (most text pixels marked, little background): a
-model trained from scratch may mark nothing for its first hundreds of steps, and that is learning, not a collapse.
-It reads four numbers a step, which stay on the device until a step line reads them anyway."""
+binarisation threshold on every text pixel. Dice then sits at 1.0 and its gradient vanishes through the
+saturated sigmoid, so the run goes on for its remaining hours and ends with a model that finds nothing
+(PP-OCRv5's weights did so at Adam 3e-4 with larger words in the windows: docs/DESIGN_NOTES.md). The watch
+says so at the next step line and stops the run after ``train.max_blank_steps`` such steps in a row, naming
+the checkpoints written before the map went blank. It watches only a map that has worked (most text pixels
+marked, little background): a model trained from scratch may mark nothing for its first hundreds of steps,
+and that is learning, not a collapse. It reads four numbers a step, which stay on the device until a step
+line reads them anyway."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ WORKING_BACKGROUND_SHARE = 0.1  # ... and at most this share of the background
 
 def text_pixel_hits(preds: dict[str, Tensor] | Tensor, binary_map: Tensor, mask: Tensor,
                     binary_thresh: float) -> Tensor:
-    """``[text pixels with P >= binary_thresh, text pixels, background pixels with P >= binary_thresh, background
-    pixels]`` of a batch, a float tensor of 4 (no gradient). Text pixels are those of ``binary_map``, background the
-    rest; pixels that ``mask`` ignores are neither."""
+    """``[text pixels with P >= binary_thresh, text pixels, background pixels with P >= binary_thresh,
+    background pixels]`` of a batch, a float tensor of 4 (no gradient). Text pixels are those of
+    ``binary_map``, background the rest; pixels that ``mask`` ignores are neither."""
     prob = preds["binary"] if isinstance(preds, dict) else preds
     shape = (prob.shape[0], prob.shape[-2], prob.shape[-1])
     with torch.no_grad():
@@ -41,7 +42,8 @@ def text_pixel_hits(preds: dict[str, Tensor] | Tensor, binary_map: Tensor, mask:
         text = (binary_map.reshape(shape) > 0.5) & counted
         background = counted & ~text
         lit = prob.detach().reshape(shape) >= binary_thresh
-        return torch.stack([(text & lit).sum(), text.sum(), (background & lit).sum(), background.sum()]).float()
+        counts = [(text & lit).sum(), text.sum(), (background & lit).sum(), background.sum()]
+        return torch.stack(counts).float()
 
 
 class BlankMapWatch:
@@ -69,8 +71,8 @@ class BlankMapWatch:
         self.window_steps += 1
 
     def check(self, epoch: int, step: int) -> None:
-        """At a step line (``epoch`` 0-based, ``step`` 1-based in the epoch): warn when the map went blank, say
-        when it came back, raise ``TrainingDiverged`` once it has been blank for ``max_steps`` steps."""
+        """At a step line (``epoch`` 0-based, ``step`` 1-based in the epoch): warn when the map went blank,
+        say when it came back, raise ``TrainingDiverged`` once it has been blank for ``max_steps`` steps."""
         if self.window is None:
             return
         hits, text, background_hits, background = distributed.all_reduce_sum(self.window.clone()).tolist()
@@ -84,8 +86,9 @@ class BlankMapWatch:
             return
         if hits >= BLANK_SHARE * text:
             if self.blank_since is not None:
-                logger.info("epoch %d step %d: the probability map marks text again (%.0f%% of the text pixels), "
-                            "after %d blank steps", epoch + 1, step, 100 * hits / text, self.blank_steps)
+                logger.info("epoch %d step %d: the probability map marks text again (%.0f%% of the text "
+                            "pixels), after %d blank steps", epoch + 1, step, 100 * hits / text,
+                            self.blank_steps)
             self.blank_steps, self.blank_since = 0, None
             return
         if self.blank_since is None:
@@ -93,24 +96,25 @@ class BlankMapWatch:
             logger.warning(self._blank_text(epoch, step, hits, text, steps) + self._what_next())
         self.blank_steps += steps
         if self.max_steps and self.blank_steps >= self.max_steps:
+            since_epoch, since_step = self.blank_since
             raise TrainingDiverged(
                 f"stopped at epoch {epoch + 1} step {step}: the probability map has been blank for "
-                f"{self.blank_steps} steps in a row, since epoch {self.blank_since[0]} step {self.blank_since[1]} "
+                f"{self.blank_steps} steps in a row, since epoch {since_epoch} step {since_step} "
                 f"(train.max_blank_steps={self.max_steps}): P stays under postprocess.binary_thresh "
-                f"{self.binary_thresh:g} on every text pixel, so this model finds no text and Dice's gradient has "
-                f"vanished. {self._kept_before()} Rerun with a lower scheduler.lr (this run: {self.lr:g}; half is "
-                "a start), or set train.max_blank_steps: 0 to train on regardless")
+                f"{self.binary_thresh:g} on every text pixel, so this model finds no text and Dice's "
+                f"gradient has vanished. {self._kept_before()} Rerun with a lower scheduler.lr (this run: "
+                f"{self.lr:g}; half is a start), or set train.max_blank_steps: 0 to train on regardless")
 
     def _blank_text(self, epoch: int, step: int, hits: float, text: float, steps: int) -> str:
-        return (f"epoch {epoch + 1} step {step}: the probability map is blank: over the last {steps} steps P reached "
-                f"postprocess.binary_thresh {self.binary_thresh:g} on {hits:.0f} of {text:.0f} text pixels, so the "
-                "model would find no text. ")
+        return (f"epoch {epoch + 1} step {step}: the probability map is blank: over the last {steps} steps "
+                f"P reached postprocess.binary_thresh {self.binary_thresh:g} on {hits:.0f} of {text:.0f} "
+                "text pixels, so the model would find no text. ")
 
     def _what_next(self) -> str:
         if not self.max_steps:
             return "train.max_blank_steps is 0: training goes on"
-        return (f"The run stops after train.max_blank_steps={self.max_steps} blank steps in a row unless the map "
-                f"comes back; a lower scheduler.lr (this run: {self.lr:g}) is the usual cure")
+        return (f"The run stops after train.max_blank_steps={self.max_steps} blank steps in a row unless "
+                f"the map comes back; a lower scheduler.lr (this run: {self.lr:g}) is the usual cure")
 
     def _kept_before(self) -> str:
         """The epoch checkpoints in the run folder written before the blank stretch began."""
@@ -119,15 +123,15 @@ class BlankMapWatch:
                 if os.path.isfile(os.path.join(self.run_dir, f"e{n}.ckpt"))]
         if not kept:
             return "No epoch checkpoint was written before the map went blank."
-        return (f"Written before it went blank and kept: {', '.join(kept)} in {self.run_dir} (model.pretrained "
-                "takes one to start from).")
+        return (f"Written before it went blank and kept: {', '.join(kept)} in {self.run_dir} "
+                "(model.pretrained takes one to start from).")
 
 
 def check_bad_run(bad_run: int, epoch: int, step: int, cfg, scaler, run_dir: str) -> None:
-    """After a skipped (non-finite) optimizer step, ``bad_run`` in a row: log it, and raise ``TrainingDiverged``
-    after train.max_bad_steps in a row (unless fp16 loss scaling may still back off)."""
-    logger.warning("epoch %d step %d: non-finite loss or gradients, step skipped (%d in a row)", epoch + 1, step,
-                   bad_run)
+    """After a skipped (non-finite) optimizer step, ``bad_run`` in a row: log it, and raise
+    ``TrainingDiverged`` after train.max_bad_steps in a row (unless fp16 loss scaling may still back off)."""
+    logger.warning("epoch %d step %d: non-finite loss or gradients, step skipped (%d in a row)", epoch + 1,
+                   step, bad_run)
     limit = cfg.train.max_bad_steps
     backing_off = scaler.enabled and scaler.dynamic and scaler.scale > 1
     if bad_run < limit or backing_off:
@@ -137,4 +141,5 @@ def check_bad_run(bad_run: int, epoch: int, step: int, cfg, scaler, run_dir: str
     raise TrainingDiverged(
         f"stopped at epoch {epoch + 1} step {step}: {bad_run} optimizer steps in a row had a non-finite loss "
         f"or gradients (train.max_bad_steps={limit}); none changed the weights and {last}. Try a lower "
-        "scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for bad labels")
+        "scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for bad "
+        "labels")

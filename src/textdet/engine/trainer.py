@@ -191,7 +191,8 @@ class Trainer:
         if self.dist.enabled:
             ids = [self.device.index] if is_accelerator(self.device) else None
             self.forward_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        self.loss_step = ForwardAndLoss(self.forward_model, self.loss_fn, self.amp, self.blank_watch.binary_thresh)
+        watch_thresh = self.blank_watch.binary_thresh  # None: no probability map to count on
+        self.loss_step = ForwardAndLoss(self.forward_model, self.loss_fn, self.amp, watch_thresh)
         if self.compiled:  # one graph, a graph break fails the first step; DDP splits its graph at buckets
             enable_compile_cache()
             self.loss_step = compile_step(self.loss_step, fullgraph=not self.dist.enabled)
