@@ -57,7 +57,7 @@ class BlankMapWatch:
         self.binary_thresh: float | None = getattr(postprocess, "binary_thresh", None)
         self.lr = cfg.scheduler.lr
         self.run_dir = run_dir
-        self.window = None  # summed counts of the micro-steps since the last check (a tensor on the device)
+        self.window = None  # summed counts since the last check, on the device (the check reduces it in place)
         self.window_steps = 0
         self.armed = False  # the map has worked in a window: going blank from here is a collapse
         self.blank_steps = 0  # micro-steps in a row whose windows were blank
@@ -75,7 +75,7 @@ class BlankMapWatch:
         say when it came back, raise ``TrainingDiverged`` once it has been blank for ``max_steps`` steps."""
         if self.window is None:
             return
-        hits, text, background_hits, background = distributed.all_reduce_sum(self.window.clone()).tolist()
+        hits, text, background_hits, background = distributed.all_reduce_sum(self.window).tolist()
         steps = self.window_steps
         self.window, self.window_steps = None, 0
         if text == 0:  # no text in these windows: nothing to judge by
