@@ -57,7 +57,8 @@ class BlankMapWatch:
         self.binary_thresh: float | None = getattr(postprocess, "binary_thresh", None)
         self.lr = cfg.scheduler.lr
         self.run_dir = run_dir
-        self.window = None  # summed counts since the last check, on the device (the check reduces it in place)
+        # Summed counts since the last check, on the device (the check reduces it in place).
+        self.window = None
         self.window_steps = 0
         self.armed = False  # the map has worked in a window: going blank from here is a collapse
         self.blank_steps = 0  # micro-steps in a row whose windows were blank
