@@ -71,8 +71,8 @@ FINE_TUNE_LR = 3e-4
 # The backbone's share of that rate (optimizer.lr_mult), per release; other weights: the full rate.
 # Measured on PP-OCRv4 (docs/DESIGN_NOTES.md, "Fourth round"): a tenth for the backbone took away the
 # epoch that fell below zero-shot after the first. PP-OCRv5 at v4's rates (1e-3, backbone at a tenth) scored
-# no higher, on IC15 halves ("Eighth round") and on ICDAR2015's set-aside photos (0.705 against 0.706 at
-# epoch 5, "ICDAR2015's official split, third session"); v6 has not been run with it.
+# no higher, on IC15 halves ("Eighth round") and on ICDAR2015's set-aside photos (0.737 against 0.754 at the
+# last epoch, "ICDAR2015's official split, seventh session"); v6 has not been run with it.
 RELEASE_BACKBONE_LR_MULT = {"PP-OCRv4 mobile det": 0.1}
 # The schedule, for every release (docs/DESIGN_NOTES.md, "ICDAR2015's official split"): 10 epochs of
 # 640 x 640 windows cut from the photos resized to a 736 px short side (a window costs the same whatever the
