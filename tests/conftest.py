@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
-import sys
 
 import cv2
 import numpy as np
@@ -17,28 +14,6 @@ from textdet.data.synth import generate_dataset
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "src", "textdet", "recipes", "synthetic_dbnet_r18.yaml")
 # The user's MindOCR file exactly as they wrote it, kept in the repository (configs/).
 USER_CFG = os.path.join(os.path.dirname(__file__), "..", "configs", "mindocr_db_r50_user.yaml")
-
-
-def load_benchmark(name: str):
-    """The module ``benchmarks/NAME.py`` (a script folder, not a package)."""
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def run_layout(name: str, src: str, out: str, max_side: int) -> tuple[list[list[str]], list[str]]:
-    """Run ``benchmarks/NAME.py --src SRC --out OUT``: the train split's (name, labels JSON) rows and the
-    val split's names."""
-    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
-    subprocess.run([sys.executable, script, "--src", src, "--out", out, "--max-side", str(max_side)],
-                   check=True, capture_output=True)
-    with open(os.path.join(out, "train_gt.txt"), encoding="utf-8") as f:
-        train = [line.rstrip("\n").split("\t") for line in f if line.strip()]
-    with open(os.path.join(out, "test_gt.txt"), encoding="utf-8") as f:
-        val = [line.split("\t")[0] for line in f if line.strip()]
-    return train, val
 
 
 def box(x0: int, y0: int, x1: int, y1: int) -> list[list[int]]:
@@ -69,8 +44,8 @@ def tiny_overrides(root: str, run_dir: str, **extra) -> list[str]:
         "eval.ckpt_load_path": os.path.join(run_dir, "best.ckpt"),
         "model.backbone.width": 8,
         "model.neck.out_channels": 32,
-        "train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size": "[64, 64]",
-        "eval.dataset.transform_pipeline.2.DetResize.target_size": "[96, 128]",
+        "train.dataset.transform_pipeline.RandomCropWithBBox.crop_size": "[64, 64]",
+        "eval.dataset.transform_pipeline.DetResize.target_size": "[96, 128]",
         "train.loader.batch_size": 2,
         "train.loader.num_workers": 0,
         "eval.loader.batch_size": 2,
@@ -105,13 +80,13 @@ def coverage(polys: list[np.ndarray], shape: tuple[int, int], k: int = 16) -> np
 def save_tiny_model(synth_root: str, run: str):
     """A width-8 DBNet (neck 32 channels) of the tiny config, random init with seed 1, saved as
     ``run/model.ckpt`` = ``{"model": state_dict}``; returns (overrides, config, eval-mode model, ckpt path)."""
+    from textdet.build import parts
     from textdet.config import load_config
-    from textdet.engine import build
 
     opts = tiny_overrides(synth_root, run)
     cfg = load_config(RECIPE, opts)
     torch.manual_seed(1)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False).eval()
+    model = parts.build_model_from_config(cfg, pretrained_backbone=False).eval()
     ckpt = os.path.join(run, "model.ckpt")
     torch.save({"model": model.state_dict()}, ckpt)
     return opts, cfg, model, ckpt

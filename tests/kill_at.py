@@ -20,8 +20,8 @@ import torch
 
 from textdet.cli import main
 from textdet.data.dataset import DetDataset
-from textdet.engine.evaluator import Evaluator
 from textdet.engine.trainer import Trainer
+from textdet.runtime.evaluator import Evaluator
 
 torch.set_num_threads(2)  # as conftest: the same kernels as the in-process reference run
 point, n, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]

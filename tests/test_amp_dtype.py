@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from textdet import device
+from textdet.build.parts import inference_amp
 from textdet.config import load_config
-from textdet.engine.amp import LossScaler, amp_settings, inference_amp_settings
 from textdet.errors import ConfigError
+from textdet.runtime.amp import LossScaler, amp_settings
 
 
 @pytest.fixture()
@@ -100,7 +101,7 @@ def test_bf16_autocast_on_a_cpu_without_native_bf16_is_named_in_a_warning(cpu_bf
     caplog.clear()
     cfg = load_config(None, ["system.amp_level=auto", "system.amp_level_infer=O1"])
     with caplog.at_level("WARNING", logger="textdet"):
-        assert inference_amp_settings(cfg, "cpu").dtype == torch.bfloat16
+        assert inference_amp(cfg, "cpu").dtype == torch.bfloat16
     assert "system.amp_level_infer O1: no AVX512-BF16" in caplog.text  # the key that asked for it
     assert "-o system.amp_level_infer=O0 computes in fp32" in caplog.text
     caplog.clear()
@@ -121,12 +122,12 @@ def test_auto_is_a_training_level_only():
 def test_the_built_in_recipe_trains_in_fp32_on_a_cpu_without_native_bf16(cpu_bf16, synth_root, tmp_path):
     """`textdet train` with no -c: its amp_level auto resolves in the Trainer, on the device it runs on."""
     from conftest import RECIPE, tiny_overrides
-    from textdet.engine.trainer import Trainer
+    from textdet.build.training import build_trainer
 
     opts = [o for o in tiny_overrides(synth_root, str(tmp_path / "run")) if not o.startswith("system.amp_level=")]
     for fast, level in ((False, "O0"), (True, "O2")):
         cpu_bf16(fast)
-        trainer = Trainer(load_config(RECIPE, opts), device="cpu", progress=False, dry_run=True)
+        trainer = build_trainer(load_config(RECIPE, opts), device="cpu", progress=False, dry_run=True)
         assert trainer.amp.level == level
         assert trainer.amp.describe().startswith(f"{level}")
         assert "amp_level auto" in trainer.amp.describe()  # the recipe's own value, not an override

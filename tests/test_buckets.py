@@ -14,14 +14,15 @@ import torch
 from torch import nn
 
 from conftest import RECIPE
+from textdet.build.parts import build_evaluator
+from textdet.build.sections import validate
 from textdet.config import load_config
+from textdet.config.loader import parse_buckets
 from textdet.data.buckets import BucketBatchSampler, PadCollate, bucket_for, choose_buckets, resized_size
 from textdet.data.resize import DetResize
-from textdet.engine.amp import amp_settings
-from textdet.engine.buckets import eval_batching, mask_padding
-from textdet.engine.evaluator import build_evaluator
-from textdet.engine.validate import validate
 from textdet.errors import ConfigError, DataError
+from textdet.runtime.amp import amp_settings
+from textdet.runtime.buckets import eval_batching, mask_padding
 
 
 def test_auto_merges_the_two_groups_that_add_the_fewest_padded_pixels():
@@ -121,7 +122,7 @@ def photo_root(tmp_path) -> str:
 
 def _evaluate(root: str, *opts: str) -> tuple[dict, list, object]:
     """(metric, detections per image path in order, evaluator) of WhiteIsText on the photos."""
-    resize = "eval.dataset.transform_pipeline.2.DetResize"
+    resize = "eval.dataset.transform_pipeline.DetResize"
     cfg = load_config(RECIPE, [f"eval.dataset.dataset_root={root}", "eval.dataset.data_dir=val/images",
                                "eval.dataset.label_file=test_gt.txt", "eval.loader.num_workers=0",
                                "eval.dataset.output_columns=[image, polys, ignore_tags, shape_list, img_path]",
@@ -171,4 +172,4 @@ def test_auto_buckets_and_batching_without_buckets(photo_root):
     assert padded["f-score"] == 1.0
     assert sorted(padded_eval.shapes) == [(96, 64), (96, 96)]
     cfg = load_config(RECIPE, ["eval.loader.batch_size=1"])
-    assert eval_batching(cfg, None, 1).batches is None  # absent buckets, batch 1: today's loader
+    assert eval_batching(parse_buckets(cfg.eval.shape_buckets), None, 1).batches is None  # absent buckets, batch 1: today's loader

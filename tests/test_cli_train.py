@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from conftest import RECIPE, USER_CFG, tiny_overrides
+from textdet.build.training import build_trainer
 from textdet.cli import main
 from textdet.config import load_config
 from textdet.engine.finetune import freeze_batchnorm
@@ -43,10 +44,10 @@ def two_then_three(synth_root, tmp_path_factory):
     resumed, straight = str(base / "resumed"), str(base / "straight")
     real_epoch = Trainer.train_one_epoch
 
-    def killed_in_third_epoch(self, epoch, num_epochs):
+    def killed_in_third_epoch(self, epoch):
         if epoch == 2:
             raise KeyboardInterrupt  # what Ctrl-C or a kill does mid-epoch
-        return real_epoch(self, epoch, num_epochs)
+        return real_epoch(self, epoch)
 
     opts = tiny_overrides(synth_root, resumed, **{"scheduler.num_epochs": 3})
     with pytest.MonkeyPatch.context() as mp:
@@ -130,7 +131,7 @@ def test_resume_true_without_file_starts_fresh(synth_root, tmp_path, caplog):
 
 def _trainer(cfg_overrides: dict, synth_root: str, run_dir: str) -> Trainer:
     cfg = load_config(RECIPE, tiny_overrides(synth_root, run_dir, **cfg_overrides))
-    return Trainer(cfg, device="cpu", progress=False)
+    return build_trainer(cfg, device="cpu", progress=False)
 
 
 def test_gradient_accumulation_matches_big_batch(synth_root, tmp_path):
@@ -246,7 +247,7 @@ def test_user_config_dry_run_prints_mindocr_banner(synth_root, tmp_path, capsys,
 
 def test_builtin_data_is_its_own_startup_stage(tmp_path, capsys, monkeypatch):
     """No -c: the first run generates the built-in data (held-out split included) as a named stage."""
-    import textdet.cli
+    import textdet.commands.recipe
 
     monkeypatch.setenv("TEXTDET_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(textdet.cli, "SYNTH_SETTINGS",
@@ -258,7 +259,7 @@ def test_builtin_data_is_its_own_startup_stage(tmp_path, capsys, monkeypatch):
     assert main(["train", "--dry-run", *opts]) == 0
     second = capsys.readouterr().out
     assert "built-in data (generated, once)" in first and "built-in data (cached)" in second
-    assert os.path.isfile(os.path.join(textdet.cli.builtin_data_root(), "heldout", "images", "img_1.jpg"))
+    assert os.path.isfile(os.path.join(textdet.commands.recipe.builtin_data_root(), "heldout", "images", "img_1.jpg"))
 
 
 def test_own_data_roots_skip_the_builtin_data(synth_root, tmp_path, capsys, monkeypatch):

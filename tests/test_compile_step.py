@@ -1,7 +1,7 @@
 """The compiled training step (system.mode 0): forward + DB loss with OHEM as one graph (fullgraph=True), counted
 with torch's own counters. Dynamo's "eager" backend runs the traced graph with the eager kernels: graph breaks
 and recompilations are decided while tracing, before any backend, so it counts them in seconds where inductor
-would take minutes on 2 cores (benchmarks/bench_compile.py times inductor itself)."""
+would take minutes on 2 cores (benchmarks/speed/bench_compile.py times inductor itself)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
 from conftest import RECIPE, tiny_overrides
+from textdet.build import training as training_module
+from textdet.build.training import build_trainer
 from textdet.config import load_config
 from textdet.engine import step as step_module
-from textdet.engine import trainer as trainer_module
-from textdet.engine.amp import amp_settings
-from textdet.engine.step import ForwardAndLoss, compile_report
+from textdet.engine.step import ForwardAndLoss
+from textdet.runtime.amp import amp_settings
+from textdet.watch.startup_report import compile_report
 
 
 def _train(synth_root: str, run_dir: str, compile_mode: str, monkeypatch, counter=None) -> dict:
@@ -23,10 +25,10 @@ def _train(synth_root: str, run_dir: str, compile_mode: str, monkeypatch, counte
         def eager_backend(step, backend="inductor", fullgraph=True):
             return step_module.compile_step(step, backend=counter, fullgraph=fullgraph)
 
-        monkeypatch.setattr(trainer_module, "compile_step", eager_backend)
+        monkeypatch.setattr(training_module, "compile_step", eager_backend)
     opts = tiny_overrides(synth_root, run_dir, **{"scheduler.num_epochs": 1, "system.amp_level": "O2",
                                                   "system.val_while_train": False})
-    trainer = trainer_module.Trainer(load_config(RECIPE, opts), device="cpu", compile=compile_mode, progress=False)
+    trainer = build_trainer(load_config(RECIPE, opts), device="cpu", compile=compile_mode, progress=False)
     return trainer.fit()
 
 
@@ -52,10 +54,10 @@ def test_a_new_batch_shape_costs_one_recompile_and_mode_switches_none():
     torch._dynamo.reset()
     torch.manual_seed(0)
     cfg = load_config(RECIPE, ["model.backbone.width=8", "model.neck.out_channels=32"])
-    from textdet.engine import build
+    from textdet.build import parts, training
 
-    model = build.build_model_from_config(cfg, pretrained_backbone=False).train()
-    step = ForwardAndLoss(model, build.build_loss_from_config(cfg), amp_settings("O0", "cpu"))
+    model = parts.build_model_from_config(cfg, pretrained_backbone=False).train()
+    step = ForwardAndLoss(model, training.build_loss_from_config(cfg), amp_settings("O0", "cpu"))
     counter = CompileCounterWithBackend("eager")
     compiled = step_module.compile_step(step, backend=counter)
 
@@ -67,9 +69,11 @@ def test_a_new_batch_shape_costs_one_recompile_and_mode_switches_none():
 
     for n in (2, 1, 2, 1):
         images, targets = batch(n)
-        losses = compiled(images, targets)
+        losses, prob = compiled(images, targets)
         losses["loss"].backward()
-        assert torch.equal(losses["loss"], step(images, targets)["loss"])
+        eager_losses, eager_prob = step(images, targets)
+        assert torch.equal(losses["loss"], eager_losses["loss"]) and torch.equal(prob, eager_prob)
+        assert not prob.requires_grad  # the map leaves the step detached: the blank-map watch only reads it
     assert counter.frame_count == 2
 
 

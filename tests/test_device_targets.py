@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import RECIPE, tiny_overrides
+from textdet.build import parts
 from textdet.config import load_config
 from textdet.data.device_targets import (
     COLUMNS,
@@ -26,10 +27,9 @@ from textdet.data.device_targets import (
 )
 from textdet.data.pipeline import Compose
 from textdet.data.targets import BorderMap, ShrinkBinaryMap
-from textdet.engine import build
-from textdet.engine.feed import DeviceInput
 from textdet.errors import ConfigError, SampleError
 from textdet.loss import DBLoss
+from textdet.runtime.feed import DeviceInput
 
 RECT = np.array([[20, 30], [120, 30], [120, 70], [20, 70]], dtype=np.float32)
 CPU = torch.device("cpu")
@@ -159,9 +159,9 @@ def test_split_needs_both_target_transforms():
 def test_feed_builds_the_maps_of_the_cpu_pipeline_and_the_same_loss(synth_root, tmp_path):
     """Same sample, same random draws: the full worker pipeline and (workers + DeviceInput) give the same loss."""
     cfg = load_config(RECIPE, tiny_overrides(synth_root, str(tmp_path / "run"), **{"train.targets_on_device": True}))
-    pipe = build.build_pipeline(cfg, "train")
-    split, targets = split_device_targets(build.build_pipeline(cfg, "train"), True, CPU)
-    full, packed = build.build_dataset(cfg, "train", pipe), build.build_dataset(cfg, "train", split, True)
+    pipe = parts.build_pipeline(cfg, "train")
+    split, targets = split_device_targets(parts.build_pipeline(cfg, "train"), True, CPU)
+    full, packed = parts.build_dataset(cfg, "train", pipe), parts.build_dataset(cfg, "train", split, True)
     ref = {k: torch.from_numpy(np.stack([full[i][k] for i in range(4)])) for k in full[0] if k != "_skipped"}
     raw = {k: torch.from_numpy(np.stack([packed[i][k] for i in range(4)])) for k in packed[0] if k != "_skipped"}
     dev = DeviceInput(CPU, targets=targets)(raw)

@@ -13,11 +13,11 @@ import torch
 
 from conftest import RECIPE, tiny_overrides
 from textdet.engine.distributed import init_distributed
-from textdet.engine.evaluator import Evaluator, ThresholdSweep
-from textdet.engine.feed import DeviceInput
 from textdet.errors import ConfigError
 from textdet.metrics import DetMetric
 from textdet.postprocess import DBPostprocess
+from textdet.runtime.evaluator import Evaluator, ThresholdSweep
+from textdet.runtime.feed import DeviceInput
 
 
 def _free_port() -> int:

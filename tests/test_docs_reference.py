@@ -114,9 +114,10 @@ def test_config_reference_lists_component_parameters():
 
 def test_python_api_reference_documents_detector_load_config_and_trainer():
     page = reference.api_markdown()
-    for name in ("textdet.config.load_config", "textdet.predict.Detector", "textdet.engine.trainer.Trainer"):
+    for name in ("textdet.config.load_config", "textdet.build.parts.build_detector", "textdet.predict.Detector",
+                 "textdet.build.training.build_trainer", "textdet.engine.trainer.Trainer"):
         assert f"## `{name}`" in page
-    for method in ("Detector.from_config", "Detector.from_onnx", "Detector.__call__", "Trainer.fit"):
+    for method in ("build_detector", "Detector.from_onnx", "Detector.__call__", "Trainer.fit"):
         assert f"### `{method}`\n\n```python\n{method}(" in page
     assert "Images in, text polygons and scores out" in page  # the docstring itself
 

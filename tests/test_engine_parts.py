@@ -10,10 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from textdet.config import Config
 from textdet.data.dataset import EpochSampler, collate
-from textdet.engine.amp import LossScaler, amp_settings
-from textdet.engine.checkpoint import atomic_save, load_checkpoint
 from textdet.engine.ema import ModelEMA
 from textdet.engine.finetune import freeze_parts, keep_frozen_in_eval_mode
 from textdet.engine.optim import build_optimizer, build_optimizer_in_background, load_optimizer_state, param_groups
@@ -21,6 +18,8 @@ from textdet.engine.retention import EpochCheckpoints
 from textdet.engine.schedule import LRSchedule
 from textdet.engine.train_eval import TrainEvaluation
 from textdet.errors import ConfigError, TextdetError
+from textdet.runtime.amp import LossScaler, amp_settings
+from textdet.runtime.checkpoint import atomic_save, load_checkpoint
 
 
 def test_polynomial_with_warmup_matches_hand_values():
@@ -230,7 +229,7 @@ def test_collate_stacks_maps_and_keeps_polygons_ragged():
 def test_compile_auto_means_cuda_only(device_type, compiled):
     """--compile auto as its help says: CUDA; the other accelerators stay eager unless --compile on."""
     from textdet.device import compiles_by_default
-    from textdet.engine.startup import want_compile
+    from textdet.engine.step import want_compile
 
     auto_on = compiles_by_default(device_type)
     assert want_compile("auto", 0, device_type, auto_on) is compiled
@@ -263,7 +262,5 @@ def test_system_deterministic_turns_on_deterministic_kernels(monkeypatch):
     (6, 1, 4, [4]),  # a start after the run: the last epoch still evaluates
 ])
 def test_evaluations_follow_mindocr_and_always_the_last_epoch(start, interval, epochs, due):
-    cfg = Config()
-    cfg.system.val_start_epoch, cfg.system.val_interval, cfg.scheduler.num_epochs = start, interval, epochs
-    evaluation = TrainEvaluation(cfg, evaluator=None)
+    evaluation = TrainEvaluation(evaluator=None, num_epochs=epochs, val_start_epoch=start, val_interval=interval)
     assert [epoch for epoch in range(1, epochs + 1) if evaluation.due(epoch)] == due

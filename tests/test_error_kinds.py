@@ -1,13 +1,11 @@
-"""textdet.metrics.error_kinds: detections and words sorted into kinds, on hand-made boxes (and the
-benchmarks/error_kinds.py script over a label file)."""
+"""textdet.metrics.error_kinds: detections and words sorted into kinds, on hand-made boxes (``textdet eval
+--report DIR --json`` prints the tally over an eval set: tests/test_report.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from conftest import box, load_benchmark
+from conftest import box
 from textdet.metrics.det_metric import to_polygon
 from textdet.metrics.error_kinds import ErrorTally, detection_kind, image_errors, word_height
 
@@ -66,23 +64,3 @@ def test_tally_counts_words_and_recall_by_height():
         "recall_by_height": {"0-8 px": {"found": 0, "words": 1}, "8-12 px": {"found": 1, "words": 2},
                              "24-32 px": {"found": 0, "words": 1}}}
 
-
-class FixedDetector:
-    """Stands in for textdet's Detector: the same boxes for every image."""
-
-    def __init__(self, polys: list) -> None:
-        self.polys = polys
-
-    def __call__(self, path: str) -> dict:
-        return {"polys": self.polys, "scores": [1.0] * len(self.polys)}
-
-
-def test_benchmark_script_reads_a_label_file(tmp_path):
-    """benchmarks/error_kinds.py over one labelled photo: the tally of test_image_errors..."""
-    labels = [{"transcription": t, "points": p} for t, p in zip("ab#c", GTS, strict=True)]
-    labels[2]["transcription"] = "###"
-    (tmp_path / "gt.txt").write_text("img_1.jpg\t" + json.dumps(labels) + "\n", encoding="utf-8")
-    report = load_benchmark("error_kinds").sort_errors(FixedDetector(DETS), str(tmp_path), "images", "gt.txt")
-    assert report["detections"] == {"matched": 1, "merged": 1, "background": 1}
-    assert report["words"] == {"found": 1, "in a merged box": 1, "missed": 1}
-    assert report["recall_by_height"] == {"8-12 px": {"found": 1, "words": 2}, "24-32 px": {"found": 0, "words": 1}}

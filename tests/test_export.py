@@ -13,17 +13,19 @@ import pytest
 import torch
 
 from conftest import RECIPE, save_tiny_model, tiny_overrides
+from textdet.build import parts
+from textdet.build.parts import build_detector, evaluate_checkpoint, preprocess_from_config
 from textdet.config import load_config
 from textdet.data.resize import DetResize
-from textdet.engine import build
-from textdet.engine.evaluator import evaluate_checkpoint
 from textdet.errors import TextdetError
-from textdet.predict import Detector, Preprocess, preprocess_from_config, read_image
+from textdet.predict import Preprocess, read_image
 
 pytest.importorskip("onnxruntime")
 from textdet import cli  # noqa: E402
+from textdet.build.parts import evaluate_onnx_model  # noqa: E402
 from textdet.commands.deploy import run_export  # noqa: E402
-from textdet.export import OnnxModel, compare_onnx, evaluate_onnx  # noqa: E402
+from textdet.export import compare_onnx  # noqa: E402
+from textdet.runtime.onnx_model import OnnxModel  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def exported(synth_root, tmp_path_factory):
 def test_export_prints_path_size_and_check(synth_root, tmp_path, capsys):
     cfg = load_config(RECIPE, tiny_overrides(synth_root, str(tmp_path)))
     torch.manual_seed(1)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    model = parts.build_model_from_config(cfg, pretrained_backbone=False)
     ckpt = str(tmp_path / "m.ckpt")
     torch.save({"model": model.state_dict()}, ckpt)
     args = argparse.Namespace(config=RECIPE, opt=tiny_overrides(synth_root, str(tmp_path)), ckpt=ckpt,
@@ -71,7 +73,7 @@ def test_onnx_runtime_equals_pytorch_at_two_sizes(exported, synth_root, hw):
     cfg, model, _, onnx = exported
     pre = preprocess_from_config(cfg)
     pre = Preprocess(DetResize(target_size=hw, keep_ratio=False, limit_type="none"), pre.normalize, pre.img_mode)
-    post = build.build_postprocess_from_config(cfg)
+    post = parts.build_postprocess_from_config(cfg)
     image = read_image(sorted(glob.glob(os.path.join(synth_root, "val", "images", "*")))[0])
     check = compare_onnx(model, onnx, pre, post, image)
     assert check["max_abs_diff"] < 1e-4
@@ -95,7 +97,7 @@ def test_onnx_batch_of_two_equals_single_runs(exported):
 def test_eval_through_onnx_equals_checkpoint(exported):
     cfg, _, ckpt, onnx = exported
     ref = evaluate_checkpoint(cfg, ckpt=ckpt, device="cpu")
-    got = evaluate_onnx(cfg, onnx, device="cpu", sweep=True)
+    got = evaluate_onnx_model(cfg, onnx, device="cpu", sweep=True)
     assert set(ref) <= set(got) and got["onnx"] == os.path.abspath(onnx)
     fixed = next(r for r in got["sweep"]["grid"] if (r["binary_thresh"], r["box_thresh"]) == (0.3, 0.4))
     assert fixed["f-score"] == got["f-score"]  # the sweep saw the same maps as the fixed-threshold run
@@ -133,12 +135,12 @@ def test_thresholds_a_checkpoint_carries_reach_predict_and_export(synth_root, tm
     ckpt = str(tmp_path / "chosen.ckpt")
     chosen = {"binary_thresh": 0.55, "box_thresh": 0.65}
     torch.save({"model": model.state_dict(), "postprocess": chosen}, ckpt)
-    detector = Detector.from_config(load_config(RECIPE, opts), ckpt)
+    detector = build_detector(load_config(RECIPE, opts), ckpt)
     assert (detector.postprocess.binary_thresh, detector.postprocess.box_thresh) == (0.55, 0.65)
     assert "binary_thresh 0.55, box_thresh 0.65" in detector.thresholds_note
-    overridden = Detector.from_config(load_config(RECIPE, [*opts, "postprocess.box_thresh=0.8"]), ckpt)
+    overridden = build_detector(load_config(RECIPE, [*opts, "postprocess.box_thresh=0.8"]), ckpt)
     assert (overridden.postprocess.binary_thresh, overridden.postprocess.box_thresh) == (0.55, 0.8)
-    assert Detector.from_config(load_config(RECIPE, opts), plain).thresholds_note == ""
+    assert build_detector(load_config(RECIPE, opts), plain).thresholds_note == ""
     args = argparse.Namespace(config=RECIPE, opt=opts, ckpt=ckpt, out=str(tmp_path / "m.onnx"), height=64,
                               width=96, opset=17)
     assert run_export(args) == 0
@@ -146,4 +148,4 @@ def test_thresholds_a_checkpoint_carries_reach_predict_and_export(synth_root, tm
             "-o postprocess.binary_thresh=0.55 -o postprocess.box_thresh=0.65") in capsys.readouterr().out
     torch.save({"model": model.state_dict(), "postprocess": {"binary_thresh": 6}}, ckpt)
     with pytest.raises(TextdetError, match=r"chosen.ckpt: its postprocess.binary_thresh is 6, not a number"):
-        Detector.from_config(load_config(RECIPE, opts), ckpt)
+        build_detector(load_config(RECIPE, opts), ckpt)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+from textdet.build.parts import preprocess_from_config
 from textdet.cli import main
 from textdet.commands.ppocr import PPOCR_V4_DET
 from textdet.config import load_config
 from textdet.export import export_onnx, synthetic_image
 from textdet.models import build_model
-from textdet.predict import preprocess_from_config
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

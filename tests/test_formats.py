@@ -383,7 +383,7 @@ def test_a_folder_without_xml_is_refused(tmp_path: Path):
 def test_points_are_written_to_the_hundredth_and_whole_ones_as_integers():
     """181.999 and 0.004 round to whole numbers and are written as integers (182, not 182.0); others keep two
     decimals."""
-    from textdet.data.formats import plain_points
+    from textdet.data.annotations import plain_points
 
     written = plain_points([[181.999, 3.14159], [7.0, 0.004]])
     assert json.dumps(written) == "[[182, 3.14], [7, 0]]"

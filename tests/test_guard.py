@@ -7,15 +7,15 @@ from types import SimpleNamespace
 import pytest
 from torch import nn
 
+from textdet.build import training
 from textdet.config import Config
 from textdet.config.loader import load_config
 from textdet.data.dataset import set_aside
-from textdet.engine import build
-from textdet.engine.evaluator import best_row
 from textdet.engine.guard import StartGuard
 from textdet.engine.train_eval import TrainEvaluation
 from textdet.errors import ConfigError
 from textdet.metrics.det_metric import DetMetric
+from textdet.runtime.evaluator import best_row
 
 
 class ScoredEvaluator:
@@ -156,7 +156,7 @@ def test_an_evaluation_that_keeps_the_start_scores_it_once_on_the_eval_split() -
     start, trained = nn.Linear(1, 1), nn.Linear(1, 1)
     guard = StartGuard(start, ScoredEvaluator({start: 0.9, trained: 0.8}), 25, "f-score", margin=0.0)
     evaluator = ScoredEvaluator({start: 0.94, trained: 0.93})
-    evaluation = TrainEvaluation(Config(), evaluator, guard)
+    evaluation = TrainEvaluation(evaluator, num_epochs=1, guard=guard)
     for _ in range(2):
         perf, kept, thresholds = evaluation.run(trained)
         assert kept is start and thresholds is None
@@ -210,7 +210,7 @@ def test_the_kept_trained_model_is_scored_with_its_pair_and_the_start_with_the_c
     grids = {start: {(0.3, 0.6): 0.50}, trained: {(0.3, 0.6): 0.40, (0.6, 0.7): 0.70}}
     guard = StartGuard(start, SweptEvaluator(grids), 25, "f-score", margin=0.01)
     evaluator = PairRecorder({start: 0.45, trained: 0.65})
-    evaluation = TrainEvaluation(Config(), evaluator, guard)
+    evaluation = TrainEvaluation(evaluator, num_epochs=1, guard=guard)
     perf, kept, thresholds = evaluation.run(trained)
     assert kept is trained and thresholds == {"binary_thresh": 0.6, "box_thresh": 0.7}
     assert perf["f-score"] == 0.65 and perf["binary_thresh"] == 0.6 and perf["box_thresh"] == 0.7
@@ -232,7 +232,7 @@ def test_guard_settings_that_cannot_work_are_refused(share, pretrained, validate
     cfg.train.guard_holdout, cfg.model.pretrained, cfg.system.val_while_train = share, pretrained, validate
     cfg.train.guard_thresholds = True
     with pytest.raises(ConfigError, match=message):
-        build.guard_aside_every(cfg)
+        training.guard_aside_every(cfg)
 
 
 def test_negative_guard_regions_are_refused_with_where_they_were_set() -> None:
@@ -243,6 +243,6 @@ def test_negative_guard_regions_are_refused_with_where_they_were_set() -> None:
 def test_guard_share_is_every_nth_photo() -> None:
     cfg = Config()
     cfg.model.pretrained, cfg.system.val_while_train = "m.ckpt", True
-    assert build.guard_aside_every(cfg) == 0  # off by default
+    assert training.guard_aside_every(cfg) == 0  # off by default
     cfg.train.guard_holdout = 0.1
-    assert build.guard_aside_every(cfg) == 10
+    assert training.guard_aside_every(cfg) == 10

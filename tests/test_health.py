@@ -1,4 +1,4 @@
-"""The blank-map watch (engine/health.py): pixel counts on a hand-made map, when it warns, when it stays quiet
+"""The blank-map watch (watch/health.py): pixel counts on a hand-made map, when it warns, when it stays quiet
 (a map that never worked, a map that comes back), and a tiny run stopped at the right step with its earlier
 checkpoint named."""
 
@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import logging
 import os
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from conftest import RECIPE, tiny_overrides
+from textdet.build.training import build_trainer
 from textdet.config import load_config
-from textdet.engine import step as step_module
-from textdet.engine.health import BlankMapWatch, text_pixel_hits
-from textdet.engine.trainer import Trainer
 from textdet.errors import TrainingDiverged
+from textdet.watch import health as health_module
+from textdet.watch.health import BlankMapWatch, text_pixel_hits
 
 WORKING = torch.tensor([90.0, 100.0, 5.0, 1000.0])  # 90% of the text marked, 0.5% of the background
 BLANK = torch.tensor([0.0, 100.0, 0.0, 1000.0])
@@ -36,8 +35,7 @@ def test_counts_on_a_hand_made_map():
 
 
 def _watch(max_steps: int, lr: float, run_dir) -> BlankMapWatch:
-    cfg = SimpleNamespace(train=SimpleNamespace(max_blank_steps=max_steps), scheduler=SimpleNamespace(lr=lr))
-    return BlankMapWatch(cfg, SimpleNamespace(binary_thresh=0.3), str(run_dir))
+    return BlankMapWatch(max_steps, binary_thresh=0.3, lr=lr, run_dir=str(run_dir))
 
 
 def _feed(watch: BlankMapWatch, counts: torch.Tensor, steps: int) -> None:
@@ -120,12 +118,12 @@ def test_a_run_whose_map_goes_blank_stops_after_max_blank_steps(synth_root, tmp_
         calls.append(binary_thresh)
         return WORKING.clone() if len(calls) <= 6 else BLANK.clone()
 
-    monkeypatch.setattr(step_module, "text_pixel_hits", counts)
+    monkeypatch.setattr(health_module, "text_pixel_hits", counts)
     run = str(tmp_path / "blank")
     cfg = load_config(RECIPE, tiny_overrides(synth_root, run, **{
         "scheduler.num_epochs": 3, "train.max_blank_steps": 4, "system.log_interval": 1,
         "system.val_while_train": False, "postprocess.binary_thresh": 0.25}))
-    trainer = Trainer(cfg, device="cpu", progress=False)
+    trainer = build_trainer(cfg, device="cpu", progress=False)
     with pytest.raises(TrainingDiverged) as err:
         trainer.fit()
     assert str(err.value).startswith("stopped at epoch 2 step 4: the probability map has been blank for 4 steps "
@@ -137,9 +135,7 @@ def test_a_run_whose_map_goes_blank_stops_after_max_blank_steps(synth_root, tmp_
 
 
 def test_no_map_to_watch_without_a_binary_threshold(tmp_path):
-    cfg = SimpleNamespace(train=SimpleNamespace(max_blank_steps=1), scheduler=SimpleNamespace(lr=1e-3))
-    watch = BlankMapWatch(cfg, SimpleNamespace(), str(tmp_path))  # a post-processing with no binary_thresh
-    assert watch.binary_thresh is None
-    watch.add(None)
+    watch = BlankMapWatch(max_steps=1, binary_thresh=None, lr=1e-3, run_dir=str(tmp_path))
+    watch.add_step(torch.ones(1, 1, 2, 2), {"binary_map": torch.ones(1, 1, 2, 2), "mask": torch.ones(1, 2, 2)})
     watch.check(0, 1)  # nothing counted, nothing raised
     assert watch.window is None and not watch.armed

@@ -1,5 +1,6 @@
 """Outlines that DB cannot learn (data/label_shapes.py): an outline pinched between two words falls apart
-under DB's shrink; `convert --shape hull|quad` relabels it, `convert` and `check-data` report it.
+under DB's shrink; `convert --shape hull|quad` relabels it, `convert` and `check-data` report it, and
+`check-data --ceiling` scores what a model that learned those targets exactly would.
 
 The pinched outline, hand-computed: two 25 x 20 blocks joined by a 10 x 4 neck (at x 2..62, y 2..22).
 Area 2 x 500 + 40 = 1040, perimeter 192, so DB's shrink (ratio 0.4) moves each edge in by
@@ -13,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -97,3 +99,35 @@ def test_check_data_names_the_training_lines_that_split(synth_root, tmp_path, ca
     split_lines = [line for line in out.splitlines() if "split into several pieces when shrunk" in line]
     assert len(split_lines) == 2  # the line above, and the advice
     assert "train: warning: 1 of " in split_lines[1] and "--shape quad" in split_lines[1]
+
+
+def ceiling_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("eval: label ceiling"))
+
+
+def test_check_data_ceiling_scores_targets_drawn_from_the_labels(tmp_path, capsys):
+    """One 128 x 96 photo labelled with the pinched outline and a 40 x 20 word, in train and eval. Drawn as
+    labelled, the outline's target is two 15.9 x 10.9 kernels: unclipped (ratio 1.5: 4.85 px) each becomes a
+    box of about 25.7 x 20.7, whose IoU with the 1040 px outline is about 500 / 1075 = 0.47, under ICDAR2015's
+    0.5: the word is found, the outline is not, and its two boxes are false positives (R 1/2, P 1/3). Drawn as
+    its rectangle (quad), the outline's target is one piece, whose box holds all of the outline (IoU about
+    1040 / 1200): both found."""
+    root = tmp_path / "data"
+    regions = [{"transcription": "a", "points": PINCHED}, {"transcription": "b", "points": WORD}]
+    labels = f"img_0.jpg\t{json.dumps(regions)}\n"
+    for split, label_file in (("train", "train_gt.txt"), ("val", "test_gt.txt")):
+        (root / split / "images").mkdir(parents=True)
+        cv2.imwrite(str(root / split / "images" / "img_0.jpg"), np.full((96, 128, 3), 255, np.uint8))
+        (root / label_file).write_text(labels, encoding="utf-8")
+    args = ["check-data", "-c", RECIPE]
+    for option in tiny_overrides(str(root), str(tmp_path / "run")):
+        args += ["-o", option]
+
+    assert cli.main([*args, "--ceiling"]) == 0
+    assert ceiling_line(capsys.readouterr().out).startswith(
+        "eval: label ceiling, targets drawn as outline: recall 0.5000, precision 0.3333, f-score 0.4000")
+    assert cli.main([*args, "--ceiling", "quad"]) == 0
+    assert ceiling_line(capsys.readouterr().out).startswith(
+        "eval: label ceiling, targets drawn as quad: recall 1.0000, precision 1.0000, f-score 1.0000")
+    assert cli.main(args) == 0
+    assert "label ceiling" not in capsys.readouterr().out

@@ -15,11 +15,11 @@ import torch
 
 from conftest import RECIPE, tiny_overrides
 from textdet.cli import main
-from textdet.engine import phases as phases_module
-from textdet.engine.eta import Eta, clock
-from textdet.engine.phases import StepPhases, phase_advice, phase_text
-from textdet.engine.profiling import parse_window
 from textdet.errors import TextdetError
+from textdet.watch import phases as phases_module
+from textdet.watch.eta import Eta, clock
+from textdet.watch.phases import StepPhases, phase_advice, phase_text
+from textdet.watch.profiling import parse_window
 
 KILL_AT = os.path.join(os.path.dirname(__file__), "kill_at.py")
 
@@ -94,7 +94,7 @@ def test_truncated_events_keep_every_step_once(tmp_path):
     pytest.importorskip("tensorboard")
     from torch.utils.tensorboard import SummaryWriter
 
-    from textdet.engine.tboard import scalar_steps, truncate_events
+    from textdet.watch.tboard import scalar_steps, truncate_events
 
     for steps in (range(1, 6), None, range(4, 6)):
         if steps is None:
@@ -132,7 +132,7 @@ def test_step_lines_carry_eta_and_phases_and_profile_writes_a_trace(synth_root, 
                                                                          "ProfilerStep#7"]
     assert "top 15 operators by self time" in capsys.readouterr().out
     if _has_tensorboard():
-        from textdet.engine.tboard import scalar_steps
+        from textdet.watch.tboard import scalar_steps
 
         steps = scalar_steps(os.path.join(run, "tensorboard"))
         for tag in ("step/loss", "step/lr", "step/img_per_s", "step/data_wait_share", "step/loss_scale",
@@ -145,7 +145,7 @@ def test_resume_leaves_no_duplicate_tensorboard_steps(synth_root, tmp_path):
     """Killed in optimizer step 10 (events up to step 8 written, train_resume.ckpt at step 6), then resumed:
     every per-step tag holds steps 2..12 once."""
     pytest.importorskip("tensorboard")
-    from textdet.engine.tboard import scalar_steps
+    from textdet.watch.tboard import scalar_steps
 
     run = str(tmp_path / "run")
     opts = tiny_overrides(synth_root, run)

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from textdet.build import parts
+from textdet.build.parts import build_model_from_config
 from textdet.cli import main
 from textdet.commands.ppocr import ARCHITECTURES, PPOCR_V4_DET, load_onnx_layers, ppocr_config, read_onnx_layers
 from textdet.config import load_config
 from textdet.data.resize import DetResize
-from textdet.engine import build
-from textdet.engine.build import build_model_from_config
 from textdet.engine.finetune import freeze_batchnorm
 from textdet.engine.trainer import Trainer
 from textdet.errors import TextdetError
@@ -180,7 +180,7 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
     assert cfg.train.dataset.transform_pipeline[resize_at + 1] == {"RandomTextCrop": {"crop_size": [640, 640]}}
     assert cfg.train.loader.batch_size == 1
     # PaddleOCR's preprocessing: BGR pixels, ImageNet mean/std on 0-255 values, B first
-    pipeline = build.build_pipeline(cfg, "eval")
+    pipeline = parts.build_pipeline(cfg, "eval")
     normalize = pipeline.transforms[-1]  # NormalizeImage + ToCHWImage, fused
     pixel = np.array([[[255, 0, 128]]], dtype=np.uint8)  # B, G, R
     got = normalize({"image": pixel}, np.random.default_rng(0))["image"].reshape(3)
@@ -189,10 +189,10 @@ def test_written_yaml_runs_on_mindocr_layout(v4_shaped_onnx, synth_root, tmp_pat
 
 
 # The tests' 96 px photos: resized to 96, a 96 x 96 window, one pass an epoch (not 450 windows).
-TINY_PHOTOS = ["train.dataset.transform_pipeline.5.DetResize.limit_side_len=96",
-               "train.dataset.transform_pipeline.6.RandomTextCrop.crop_size=[96,96]",
+TINY_PHOTOS = ["train.dataset.transform_pipeline.DetResize.limit_side_len=96",
+               "train.dataset.transform_pipeline.RandomTextCrop.crop_size=[96,96]",
                "train.dataset.min_epoch_samples=0",
-               "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+               "eval.dataset.transform_pipeline.DetResize.limit_side_len=96"]
 
 
 def regions_in_line(label_file: Path, line_no: int) -> int:
@@ -258,7 +258,7 @@ def test_thresholds_the_guard_chose_travel_with_the_checkpoint(v4_shaped_onnx, s
     assert torch.load(run_dir / "e1.ckpt", weights_only=False)["postprocess"] == chosen
     eval_args = ["eval", "-c", str(out / "v4.yaml"), "--ckpt", str(run_dir / "e1.ckpt"), "--json",
                  "-o", f"eval.dataset.dataset_root={synth_root}",
-                 "-o", "eval.dataset.transform_pipeline.2.DetResize.limit_side_len=96"]
+                 "-o", "eval.dataset.transform_pipeline.DetResize.limit_side_len=96"]
     capsys.readouterr()
     assert main(eval_args) == 0
     result = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the log lines of train's handler
@@ -297,10 +297,10 @@ def test_guarded_run_killed_and_resumed_trains_on_from_its_own_weights(v4_shaped
     resumed, straight = tmp_path / "resumed", tmp_path / "straight"
     real_epoch = Trainer.train_one_epoch
 
-    def killed_in_second_epoch(self, epoch, num_epochs):
+    def killed_in_second_epoch(self, epoch):
         if epoch == 1:
             raise KeyboardInterrupt
-        return real_epoch(self, epoch, num_epochs)
+        return real_epoch(self, epoch)
 
     resumed_args = guarded_train_args(out / "v4.yaml", synth_root, resumed, margin=2.0, epochs=2)
     with pytest.MonkeyPatch.context() as patch:

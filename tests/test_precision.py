@@ -1,5 +1,5 @@
 """Mixed precision and devices: O3's master weights, non-finite steps skipped and bounded, device
-selection with the accelerator's availability patched, and gpu_check.py on a machine without one."""
+selection with the accelerator's availability patched."""
 
 from __future__ import annotations
 
@@ -8,25 +8,22 @@ import importlib.util
 import json
 import logging
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from conftest import RECIPE, tiny_overrides
 from textdet import device
+from textdet.build.training import build_trainer
 from textdet.config import load_config
-from textdet.engine.amp import amp_settings
 from textdet.engine.trainer import Trainer
 from textdet.errors import TextdetError, TrainingDiverged
-
-GPU_CHECK = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "gpu_check.py")
+from textdet.runtime.amp import amp_settings
 
 
 def _trainer(synth_root: str, run_dir: str, **overrides) -> Trainer:
     cfg = load_config(RECIPE, tiny_overrides(synth_root, run_dir, **overrides))
-    return Trainer(cfg, device="cpu", progress=False)
+    return build_trainer(cfg, device="cpu", progress=False)
 
 
 # ------------------------------------------------------------------------------------------- O3
@@ -90,14 +87,14 @@ def test_consecutive_bad_steps_stop_with_last_good_checkpoint_intact(synth_root,
     monkeypatch.setattr(Trainer, "train_step", _nan_at(set(range(6, 100))))  # all of epoch 2
     t = _trainer(synth_root, run, **{"scheduler.num_epochs": 2, "train.max_bad_steps": 3,
                                      "system.val_while_train": False})
-    real_save = Trainer._save
+    real_save = Trainer.save
     digests = []
 
     def save_and_hash(self, *args):
         real_save(self, *args)
         digests.append(hashlib.sha256(open(os.path.join(run, "train_resume.ckpt"), "rb").read()).hexdigest())
 
-    monkeypatch.setattr(Trainer, "_save", save_and_hash)
+    monkeypatch.setattr(Trainer, "save", save_and_hash)
     with pytest.raises(TrainingDiverged) as err:
         t.fit()
     msg = str(err.value)
@@ -183,34 +180,3 @@ def test_no_vendor_names_outside_the_device_module():
                     offenders.append(os.path.relpath(path, src))
     assert offenders == []
 
-
-# --------------------------------------------------------------------------------------- gpu_check
-def test_gpu_check_without_accelerator_says_so_and_exits_0():
-    if torch.accelerator.is_available():
-        pytest.skip("this machine has an accelerator: gpu_check runs for real (benchmarks/gpu_check.py)")
-    out = subprocess.run([sys.executable, GPU_CHECK], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
-    assert result["accelerator"] is None and "no accelerator" in result["skipped"]
-
-
-def _gpu_check_module():
-    spec = importlib.util.spec_from_file_location("gpu_check", GPU_CHECK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", ["prefetch_side_stream_uint8_normalise", "fp16_dynamic_loss_scaling_overflow", "bf16",
-                                  "o3_channels_last", "compile_cold_warm", "eval_device_bitmap", "ddp_world_size_1",
-                                  "onnxruntime_provider"])
-def test_accelerator_path(name, tmp_path):
-    """Each accelerator-only path of benchmarks/gpu_check.py, one test each (skipped without a device)."""
-    if not torch.accelerator.is_available():
-        pytest.skip("needs an accelerator")
-    gpu_check = _gpu_check_module()
-    ctx = gpu_check.make_context(str(device.pick_device(None)), str(tmp_path))
-    if name == "onnxruntime_provider":
-        gpu_check.check_eval_device_bitmap(ctx)  # trains the checkpoint it exports
-    gpu_check.CHECKS[name](ctx)

@@ -19,11 +19,12 @@ from torch import nn
 
 from conftest import RECIPE, save_tiny_model, tiny_overrides
 from textdet import cli
+from textdet.build.parts import build_detector, build_onnx_detector, preprocess_from_config
 from textdet.commands.deploy import run_predict
 from textdet.config import load_config
 from textdet.data.resize import IMAGENET_MEAN, IMAGENET_STD, DetResize, NormalizeImage
 from textdet.errors import TextdetError
-from textdet.predict import Detector, Preprocess, find_images, preprocess_from_config
+from textdet.predict import Detector, Preprocess, find_images
 
 pytest.importorskip("onnxruntime")
 
@@ -249,8 +250,8 @@ def test_checkpoint_and_onnx_detectors_give_the_same_boxes(synth_root, tiny_ckpt
     opts, ckpt, onnx = tiny_ckpt_and_onnx
     cfg = load_config(RECIPE, opts)
     images = sorted(glob.glob(os.path.join(synth_root, "val", "images", "*")))
-    torch_res = Detector.from_config(cfg, ckpt, device="cpu")(images)
-    onnx_res = Detector.from_onnx(onnx, cfg=cfg)(images)
+    torch_res = build_detector(cfg, ckpt, device="cpu")(images)
+    onnx_res = build_onnx_detector(onnx, cfg)(images)
     assert sum(len(r["polys"]) for r in torch_res) > 0  # a random model, but it does draw boxes
     for a, b in zip(torch_res, onnx_res, strict=True):
         assert_same_boxes(a["polys"], b["polys"], a["scores"], b["scores"])
@@ -266,7 +267,7 @@ def test_checkpoint_and_onnx_detectors_give_the_same_boxes(synth_root, tiny_ckpt
         assert_same_boxes([e["points"] for e in t[name]], [e["points"] for e in o[name]],
                           [e["score"] for e in t[name]], [e["score"] for e in o[name]])
     with pytest.raises(TextdetError, match="checkpoint not found"):
-        Detector.from_config(cfg, str(tmp_path / "nope.ckpt"))
+        build_detector(cfg, str(tmp_path / "nope.ckpt"))
 
 
 def test_predict_labelme_output_round_trips_through_convert(bright_onnx, tmp_path, capsys):

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from conftest import RECIPE, tiny_overrides
-from textdet.engine import preflight
-from textdet.engine.preflight import Claim, Launch
-from textdet.engine.watchdog import EXIT_HANG, EXIT_PEER_FAILED, Watchdog, hang_summary
+from textdet.watch import preflight
+from textdet.watch.preflight import Claim, Launch
+from textdet.watch.watchdog import EXIT_HANG, EXIT_PEER_FAILED, Watchdog, hang_summary
 
 DRIVER = os.path.join(os.path.dirname(__file__), "dist_driver.py")
 

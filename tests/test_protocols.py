@@ -13,12 +13,12 @@ import torch
 
 from conftest import RECIPE, save_tiny_model
 from textdet import cli
-from textdet.engine.amp import amp_settings
-from textdet.engine.evaluator import ORACLE, Evaluator, ThresholdSweep, timed_run
-from textdet.engine.feed import DeviceInput
 from textdet.metrics import DetMetric, evaluate_image
 from textdet.metrics.det_metric import deteval_image, tiou_image
 from textdet.postprocess import DBPostprocess
+from textdet.runtime.amp import amp_settings
+from textdet.runtime.evaluator import ORACLE, Evaluator, ThresholdSweep, timed_run
+from textdet.runtime.feed import DeviceInput
 
 
 def box(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:

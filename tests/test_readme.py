@@ -28,7 +28,7 @@ README = REPO / "README.md"
 
 # The tests' tiny DBNet (conftest.tiny_overrides): width 8, 64 x 64 crops, batch 2, no workers, 2 epochs, fp32.
 TINY = ("-o model.backbone.width=8 -o model.neck.out_channels=32 "
-        "-o train.dataset.transform_pipeline.6.RandomCropWithBBox.crop_size=[64,64] "
+        "-o train.dataset.transform_pipeline.RandomCropWithBBox.crop_size=[64,64] "
         "-o train.loader.batch_size=2 -o train.loader.num_workers=0 -o eval.loader.batch_size=2 "
         "-o eval.loader.num_workers=0 -o scheduler.num_epochs=2 -o scheduler.warmup_epochs=0 "
         "-o system.log_interval=2 -o system.amp_level=O0")

@@ -24,11 +24,11 @@ from textdet.data.dataset import DetDataset
 from textdet.data.labels import parse_label_line
 from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize
-from textdet.engine import checkpoint
 from textdet.engine.resume import resume_due
 from textdet.engine.rundir import prepare_run_dir, trim_metrics
 from textdet.errors import ConfigError, TextdetError
 from textdet.models.dbnet import BACKBONES, HEADS, NECKS
+from textdet.runtime import checkpoint
 
 KILL_AT = os.path.join(os.path.dirname(__file__), "kill_at.py")
 

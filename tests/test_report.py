@@ -47,7 +47,8 @@ def trained(synth_root, tmp_path_factory):
 
 def test_report_figures_equal_eval_json(trained, tmp_path, capsys):
     """The page's recall, precision and f-score are `textdet eval --json`'s (4 decimals); its word total is the
-    words of the label file that count (not ###); one gallery entry per photo."""
+    words of the label file that count (not ###), as is the JSON's error-kind tally; one gallery entry per
+    photo."""
     opts, _ = trained
     assert main(cli_args("eval", opts, "--json")) == 0
     plain = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -66,6 +67,10 @@ def test_report_figures_equal_eval_json(trained, tmp_path, capsys):
     with open(os.path.join(synth, "test_gt.txt"), encoding="utf-8") as f:
         words = [w for line in f for w in json.loads(line.split("\t")[1]) if w["transcription"] != "###"]
     assert cell(page, "all words that count") == [str(len(words))]
+    kinds = result["error_kinds"]  # the page's tally, in the JSON line too
+    assert kinds["images"] == 4
+    assert sum(kinds["words"].values()) == len(words)  # each word that counts has one kind, ### none
+    assert sum(row["words"] for row in kinds["recall_by_height"].values()) == len(words)
     assert page.count('<figure class="photo') == 4
     assert len(os.listdir(out / "photos")) == len(os.listdir(out / "thumbs")) == 4
     assert (out / "recall_by_height.png").is_file() and (out / "threshold_grid.png").is_file()

@@ -16,14 +16,16 @@ import torch
 
 from conftest import RECIPE, tiny_overrides
 from textdet import device as device_mod
+from textdet.build import parts, training
+from textdet.build.training import build_trainer
 from textdet.cli import main
 from textdet.config import load_config
 from textdet.data.dataset import EpochSampler
-from textdet.engine import build, checkpoint, rng
+from textdet.engine import rng
 from textdet.engine.resume import RunShape, continue_at, find_resume
 from textdet.engine.schedule import LRSchedule
-from textdet.engine.trainer import Trainer
 from textdet.errors import ConfigError
+from textdet.runtime import checkpoint
 
 
 def train_args(opts: list[str]) -> list[str]:
@@ -42,7 +44,7 @@ def test_skipped_step_after_resume_restores_the_loaded_batchnorm_statistics(one_
     """Resume, run one forward (BN statistics move), make the gradients NaN: the skipped step puts back the
     statistics of the checkpoint. Before the fix it put back those of the fresh model (means 0, variances 1)."""
     opts = tiny_overrides(synth_root, one_epoch_run, **{"scheduler.num_epochs": 2, "model.resume": True})
-    trainer = Trainer(load_config(RECIPE, opts), device="cpu", progress=False)
+    trainer = build_trainer(load_config(RECIPE, opts), device="cpu", progress=False)
     saved = checkpoint.load_checkpoint(os.path.join(one_epoch_run, "train_resume.ckpt"), "test")["model"]
     names = [name for name, b in trainer.model.named_buffers() if b.is_floating_point()]
     assert any(name.endswith("running_var") for name in names)
@@ -62,9 +64,9 @@ def test_resume_and_eval_builds_never_fetch_the_pretrained_weights_they_replace(
     """model.pretrained is a URL and the tests run offline: only a fresh training run may need it."""
     cfg = load_config(RECIPE, tiny_overrides(synth_root, str(tmp_path), **{
         "model.pretrained": "https://example.invalid/w.ckpt"}))
-    assert build.build_model_from_config(cfg, pretrained_backbone=False) is not None
+    assert parts.build_model_from_config(cfg, pretrained_backbone=False) is not None
     with pytest.raises(ConfigError, match="TEXTDET_OFFLINE"):
-        build.build_model_from_config(cfg)
+        parts.build_model_from_config(cfg)
 
 
 def test_every_checkpoint_loads_with_plain_weights_only(one_epoch_run):
@@ -216,7 +218,7 @@ def test_lr_mult_scales_each_parts_learning_rate_in_the_step(synth_root, tmp_pat
     """optimizer.lr_mult {backbone: 0}: after one update the backbone is where it was, the head has moved, and
     the groups carry the schedule's rate times their factor."""
     opts = tiny_overrides(synth_root, str(tmp_path / "run"), **{"optimizer.lr_mult": "{backbone: 0.0}"})
-    trainer = Trainer(load_config(RECIPE, opts), device="cpu", progress=False)
+    trainer = build_trainer(load_config(RECIPE, opts), device="cpu", progress=False)
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     trainer.forward_model.train()
     trainer.train_step(trainer.feed(next(iter(trainer.train_loader))), sync=True)
@@ -234,7 +236,7 @@ def test_lr_mult_scales_each_parts_learning_rate_in_the_step(synth_root, tmp_pat
 def test_lr_mult_with_an_unknown_part_fails_before_training_naming_where_it_was_set(synth_root, tmp_path):
     opts = tiny_overrides(synth_root, str(tmp_path / "run"), **{"optimizer.lr_mult": "{backbon: 0.1}"})
     cfg = load_config(RECIPE, opts)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False)
+    model = parts.build_model_from_config(cfg, pretrained_backbone=False)
     with pytest.raises(ConfigError, match=r"^-o optimizer.lr_mult: .*'backbon' is not a part of the model; "
                                           r"parts: backbone, neck, head"):
-        build.build_optimizer_from_config(cfg, model)
+        training.build_optimizer_from_config(cfg, model)

@@ -1,6 +1,6 @@
 """LR schedules pinned to MindOCR 0.5's own lists (tests/fixtures/mindocr_schedules.json, written by
-benchmarks/make_mindocr_schedules.py from ``mindocr.scheduler.create_scheduler``): every scheduler name, and the
-scheduler section of every MindOCR det config over its whole run."""
+benchmarks/parity/mindocr/make_mindocr_schedules.py from ``mindocr.scheduler.create_scheduler``): every
+scheduler name, and the scheduler section of every MindOCR det config over its whole run."""
 
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ def test_accumulation_takes_the_last_micro_batch_lr():
 
 def test_accumulation_lr_mindocr_takes_entry_k():
     # MindOCR 0.5 on MindSpore 2.x: update k takes entry k of the micro-batch list (measured by
-    # benchmarks/parity_mindocr.py --train, case accum2). 4 micro-batches an epoch, warm-up 1 epoch, then
-    # polynomial decay to 0 over 2 epochs, power 0.9: entry 1 = 0.01 * 1/4; entry 5 = 0.01 * (1 - 0.25/2)^0.9
+    # benchmarks/parity/mindocr/parity_mindocr.py --train, case accum2). 4 micro-batches an epoch, warm-up 1
+    # epoch, then polynomial decay to 0 over 2 epochs, power 0.9: entry 1 = 0.01 * 1/4;
+    # entry 5 = 0.01 * (1 - 0.25/2)^0.9
     schedule = LRSchedule("polynomial_decay", 0.01, 4, 3, warmup_epochs=1, accumulation=2,
                           accumulation_lr="mindocr")
     assert [schedule.micro_step(update) for update in range(5)] == [0, 1, 2, 3, 4]

@@ -1,9 +1,9 @@
 """Weights coming in: downloads (loopback server), MindSpore .ckpt reading and mapping, safe unpickling.
 
-``fixtures/mindocr_tiny_dbnetpp.ckpt`` was written by MindSpore itself (benchmarks/make_mindspore_fixture.py):
-MindOCR's DBNet++ layout (mindcv ResNet cells at width 2, one block per stage; MindOCR's DBFPN with ASF
-and DBHead at 16 channels) plus a Momentum optimizer's entries. ``mindocr_tiny_dbnetpp_io.npz`` holds an
-input and MindSpore's outputs for it, stage by stage.
+``fixtures/mindocr_tiny_dbnetpp.ckpt`` was written by MindSpore itself
+(benchmarks/parity/mindocr/make_mindspore_fixture.py): MindOCR's DBNet++ layout (mindcv ResNet cells at width 2,
+one block per stage; MindOCR's DBFPN with ASF and DBHead at 16 channels) plus a Momentum optimizer's entries.
+``mindocr_tiny_dbnetpp_io.npz`` holds an input and MindSpore's outputs for it, stage by stage.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import pytest
 import torch
 
 from textdet.cli import main
-from textdet.engine.checkpoint import load_checkpoint
 from textdet.errors import ConfigError
 from textdet.hub import download
 from textdet.models import DBFPN, DBHead, DBNet, DetResNet, det_resnet18, load_model_weights, read_state_dict
 from textdet.models.ms_ckpt import MsCheckpointError, mindspore_to_torch_names, read_ms_checkpoint
 from textdet.models.resnet import BasicBlock
+from textdet.runtime.checkpoint import load_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CKPT = FIXTURES / "mindocr_tiny_dbnetpp.ckpt"
@@ -271,29 +271,29 @@ def test_urls_in_backbone_and_model_pretrained_are_downloaded(tmp_path, online, 
 def test_model_pretrained_true_downloads_the_mindocr_zoo_file_of_that_network(tmp_path, online, monkeypatch):
     """``model.pretrained: true`` on a spelled-out network equal to a preset (the backbone's own ``pretrained``
     aside) loads that preset's model-zoo file; a network that is no preset is refused with the way out."""
+    from textdet.build import parts, sections
     from textdet.config import load_config
-    from textdet.engine import build
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     net = ["model.backbone={name: det_resnet18, width: 4}", "model.neck={name: DBFPN, out_channels: 16}",
            "model.head={name: DBHead}"]
     torch.manual_seed(5)
-    source = build.build_model_from_config(load_config(None, net))
+    source = parts.build_model_from_config(load_config(None, net))
     saved = tmp_path / "src.pth"
     torch.save(source.state_dict(), saved)
     body = saved.read_bytes()
     server = _Server({_named(body, "tiny"): (200, body, None)})
     preset = {"backbone": {"name": "det_resnet18", "width": 4, "pretrained": True},
               "neck": {"name": "DBFPN", "out_channels": 16}, "head": {"name": "DBHead"}}
-    monkeypatch.setitem(build.MODEL_PRESETS, "tiny", preset)
-    monkeypatch.setitem(build.MINDOCR_ZOO, "tiny", server.url + _named(body, "tiny"))
+    monkeypatch.setitem(sections.MODEL_PRESETS, "tiny", preset)
+    monkeypatch.setitem(parts.MINDOCR_ZOO, "tiny", server.url + _named(body, "tiny"))
     try:
-        loaded = build.build_model_from_config(load_config(None, [*net, "model.pretrained=true"]))
+        loaded = parts.build_model_from_config(load_config(None, [*net, "model.pretrained=true"]))
     finally:
         server.close()
     assert all(torch.equal(loaded.state_dict()[k], v) for k, v in source.state_dict().items())
     with pytest.raises(ConfigError, match="none of MindOCR's model-zoo models .*or false"):
-        build.build_model_from_config(load_config(None, [*net[:2], "model.head={name: DBHead, k: 10}",
+        parts.build_model_from_config(load_config(None, [*net[:2], "model.head={name: DBHead, k: 10}",
                                                          "model.pretrained=true"]))
 
 

@@ -15,7 +15,7 @@ TEXTDET_ONLY: set[str] = {
     "train.targets_on_device",
     "train.freeze_bn", "train.freeze", "train.guard_holdout", "train.guard_margin", "train.guard_regions",
     "train.guard_thresholds", "*.dataset.cache_images", "*.dataset.min_epoch_samples", "*.loader.prefetch_factor",
-    "*.loader.persistent_workers", "eval.shape_buckets",
+    "*.loader.persistent_workers", "eval.shape_buckets", "eval.tile", "eval.tile_overlap",
 }
 
 KEYS: dict[str, str] = {
@@ -155,8 +155,7 @@ KEYS: dict[str, str] = {
         "With gradient accumulation, which learning rate an update takes: `window_end` (default) the last "
         "micro-batch of its window, as MindOCR's train step intends; `mindocr`: update k takes entry k of the "
         "list, as MindOCR 0.5 on MindSpore 2.x does (its warm-up and decay then run "
-        "`gradient_accumulation_steps` times slower; [Benchmarks](../BENCHMARKS.md#learning-rate-schedules-"
-        "mindocrs-own-lists-2026-12-04-issue-28))."),
+        "`gradient_accumulation_steps` times slower; [Benchmarks](../BENCHMARKS.md#mindocr-parity))."),
     "train.max_bad_steps": (
         "Stop after this many skipped steps (non-finite loss or gradients) in a row, naming the last good "
         "checkpoint."),
@@ -218,7 +217,13 @@ KEYS: dict[str, str] = {
     "*.dataset.sample_ratio": "The share of the label file's lines used, as in MindOCR.",
     "*.dataset.shuffle": "MindOCR's dataset-level shuffle.",
     "*.dataset.transform_pipeline": (
-        "The transforms, by MindOCR's names and parameters, in order; see [Components](#components)."),
+        "The transforms, by MindOCR's names and parameters, in order; see [Components](#components). "
+        "`-o` addresses a transform by name (preferred): "
+        "`-o \"eval.dataset.transform_pipeline.DetResize.target_size=[320,320]\"` sets the first "
+        "DetResize of that pipeline, wherever a YAML puts it (the `predict` section's pipeline too). "
+        "By position, `transform_pipeline.2.DetResize.target_size` works as well; an entry 2 that holds "
+        "another transform is an error listing the transforms with their positions, never a value set "
+        "inside it."),
     "*.dataset.output_columns": "The sample's fields handed on, by MindOCR's names (`image`, `binary_map`, ...).",
     "*.dataset.net_input_column_index": "Which output column is the network's input, as in MindOCR.",
     "*.dataset.label_column_index": "Which output columns the loss takes, as in MindOCR.",
@@ -257,6 +262,16 @@ KEYS: dict[str, str] = {
         "region only, scaled back to the original image). `textdet eval` prints the number of distinct input "
         "shapes (`input_shapes` with `--json`). `textdet predict` uses the same buckets (`--shape-buckets auto` "
         "or `736x1280,1280x736` overrides)."),
+    "eval.tile": (
+        "Absent (default): every page is resized by the pipeline's DetResize. `[H, W]` (multiples of 32): a page "
+        "larger than that is kept at its own pixels and read in overlapping tiles of that size; the tiles' "
+        "probability maps are stitched into one map of the page (each pixel from the tile it lies deepest in) and "
+        "post-processed once, so a word cut by a tile edge comes out once. A page that fits in one tile is read "
+        "exactly as without tiles. `textdet eval --tile HxW` and `textdet predict --tile HxW` set it; during "
+        "training the evaluations use it too."),
+    "eval.tile_overlap": (
+        "Pixels neighbouring tiles share (`--overlap`). Absent: a fifth of the tile's shorter side, in multiples "
+        "of 32 (128 for 640 x 640 tiles). Under the tile's shorter side."),
     "predict.ckpt_load_path": "The checkpoint `textdet predict` and `export` use when `--ckpt` is not given.",
     "predict.output_save_dir": "MindOCR's prediction folder.",
     "predict.dataset": "MindOCR's prediction data set; `textdet predict` takes its inputs on the command line.",
@@ -274,8 +289,7 @@ COMPONENT_NOTES: dict[str, str] = {
         "order; `mindocr`: every negative tied with the k-th hardest too, at least 10 an image, the sum still "
         "divided by k, the BCE computed from P rather than its logits, as MindOCR 0.5's BalancedBCELoss does. "
         "Ties come from padded or flat regions: on the padded synthetic crops of the MindOCR training comparison "
-        "the two rules' BCE terms differed by up to 25% ([Benchmarks](../BENCHMARKS.md#training-step-by-step-"
-        "against-mindocrs-own-training-step-issue-28))."),
+        "the two rules' BCE terms differed by up to 25% ([Benchmarks](../BENCHMARKS.md#mindocr-parity))."),
     "DBLoss.gap_weight": (
         "A penalty that pushes the probability map down in the band around each labelled word (the PP-OCR YAMLs "
         "write 0.1): an imported map saturated in the gaps between words gets a gradient there."),

@@ -260,15 +260,23 @@ def _member_lines(qualname: str, obj: Any) -> list[str]:
 
 def api_markdown() -> str:
     """The Python API: each public object's signature and docstring, and the public methods of each class."""
+    from textdet.build.parts import build_detector, build_onnx_detector, evaluate_checkpoint
+    from textdet.build.training import build_trainer
     from textdet.config import load_config
     from textdet.engine.trainer import Trainer
     from textdet.predict import Detector
 
     lines = ["# Python API", "", GENERATED_NOTE, "",
-             "```python", "from textdet.config import load_config", "from textdet.predict import Detector",
-             "from textdet.engine.trainer import Trainer", "```", ""]
-    for module, obj in (("textdet.config", load_config), ("textdet.predict", Detector),
-                        ("textdet.engine.trainer", Trainer)):
+             "```python", "from textdet.config import load_config",
+             "from textdet.build.parts import build_detector, build_onnx_detector, evaluate_checkpoint",
+             "from textdet.build.training import build_trainer", "from textdet.predict import Detector", "```", "",
+             "`textdet.build` turns a config into objects; the objects themselves (`Detector`, `Trainer`) take "
+             "plain arguments and work without the config system.", ""]
+    api = (("textdet.config", load_config), ("textdet.build.parts", build_detector),
+           ("textdet.build.parts", build_onnx_detector), ("textdet.build.parts", evaluate_checkpoint),
+           ("textdet.build.training", build_trainer), ("textdet.predict", Detector),
+           ("textdet.engine.trainer", Trainer))
+    for module, obj in api:
         lines += [f"## `{module}.{obj.__name__}`", ""]
         if inspect.isclass(obj):
             lines += _member_lines(obj.__name__, obj)

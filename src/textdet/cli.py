@@ -6,24 +6,22 @@ import argparse
 import importlib
 import json
 import os
-import shutil
 import sys
 import time
 
-from textdet import __version__, textdet_home
-from textdet.data.formats import FORMATS, SHAPES
+from textdet import __version__
+from textdet.data.annotations import SHAPES
+from textdet.data.formats import FORMATS
 from textdet.errors import ConfigError, TextdetError
 from textdet.export_defaults import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 
 _T_MAIN = time.time()
 
-RECIPE = os.path.join(os.path.dirname(__file__), "recipes", "synthetic_dbnet_r18.yaml")
 BENCH_PARTS = ("data", "model", "train", "postprocess", "eval", "predict")
 DEVICE_HELP = ("cpu, cuda[:N], npu[:N] (Ascend, needs torch_npu), xpu[:N], mps "
                "(default: the accelerator if any)")
 PROFILE_HELP = ("a torch.profiler trace of steps START..STOP-1 (counted from 1) into RUN_FOLDER/profile/ (opens in "
                 "TensorBoard and Perfetto); the top operators are printed")
-SYNTH_SETTINGS = {"n_train": 2000, "n_val": 50, "seed": 0, "size": (320, 320), "n_heldout": 100}
 
 
 def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -35,6 +33,24 @@ def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 def _add_protocol(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", choices=("icdar15", "deteval", "tiou"), help="matching rule: icdar15 (IoU > 0.5, "
                    "one-to-one; the default), deteval (ICDAR 2013: splits and merges), tiou (tightness-aware IoU)")
+
+
+def _add_tile_args(p: argparse.ArgumentParser, default_note: str) -> None:
+    p.add_argument("--tile", metavar="HxW", help="read pages larger than HxW (multiples of 32) at their own pixels "
+                   f"in overlapping tiles of that size, stitched into one map (a word cut by a tile edge comes "
+                   f"out once); smaller pages as without it{default_note}")
+    p.add_argument("--overlap", type=int, metavar="PX", help="pixels neighbouring tiles share (default: "
+                   "eval.tile_overlap, else a fifth of the tile's shorter side: 128 for 640x640)")
+
+
+def _add_public_set_args(p: argparse.ArgumentParser, example_out: str, what: str, max_side: int) -> None:
+    p.add_argument("input", metavar="SRC", help="the clone of the data set's repository")
+    p.add_argument("--out", required=True, help=f"folder to lay the data set out in, e.g. {example_out}")
+    p.add_argument("--num", type=int, default=120,
+                   help=f"{what} to take, evenly spaced over the sorted names, alternately to train and "
+                   "to val")
+    p.add_argument("--max-side", type=int, default=max_side,
+                   help="images larger than this on their long side are shrunk to it, with their labels")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="CKPT_OR_ONNX",
                    help="with --report: evaluate this checkpoint or ONNX model on the same photos too, and "
                    "draw the two side by side")
+    _add_tile_args(p, " (-o eval.tile=[H,W] in the config)")
 
     p = sub.add_parser("predict", help="detect text in images/folders -> predictions.json (+ drawn images)")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders (jpg/jpeg/png/bmp)")
@@ -85,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape-buckets", metavar="auto|HxW,...",
                    help="pad each resized image to the smallest of a few shapes (auto: up to 4 chosen "
                    "from the inputs; default: the config's eval.shape_buckets)")
+    _add_tile_args(p, " (default: the config's eval.tile)")
 
     p = sub.add_parser("export", help="export a checkpoint to ONNX (checked against PyTorch)")
     _add_config_args(p)
@@ -143,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "shrink; convert reports them")
         if name == "cocotext":
             q.add_argument("--split", choices=("train", "val"), help="which images, when the file holds both")
+    q = formats.add_parser("sroie", help="ICDAR 2019 SROIE receipts (a clone of zzzDavid/ICDAR-2019-SROIE) "
+                           "-> OUT/train, OUT/val and their label files")
+    _add_public_set_args(q, "DOC", "receipts", max_side=1600)
+    q = formats.add_parser("copiste", help="BAnQ's Copiste d'un jour handwritten pages (a clone of "
+                           "banq-dcn/Copiste-d-un-jour) -> OUT/train, OUT/val and their label files")
+    _add_public_set_args(q, "HW", "pages", max_side=1100)
     q = formats.add_parser("mindocr", help="MindOCR/MindSpore .ckpt (file or URL) -> textdet checkpoint")
     q.add_argument("input")
     q.add_argument("--out", required=True, help="textdet checkpoint to write")
@@ -159,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--dump", metavar="DIR", help="also write the first processed training samples (.npz + .png)")
     p.add_argument("--n", type=int, default=8, help="samples to dump")
+    p.add_argument("--ceiling", nargs="?", const="outline", choices=SHAPES, metavar="SHAPE",
+                   help="also score the eval set's labels against themselves as a model that learned its "
+                   "training targets exactly would: each region redrawn as SHAPE (outline: as labelled, the "
+                   "default; hull; quad), its DB target drawn as training does, the config's post-processing "
+                   "run on it")
 
     p = sub.add_parser("doctor", help="check the environment and say what to fix")
     p.add_argument("--distributed", action="store_true", help="run the distributed pre-flight for a job about to "
@@ -203,92 +232,44 @@ def _parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
-def builtin_data_root() -> str:
-    """The built-in data set's folder, named after its settings so that new settings make a new folder."""
-    settings = SYNTH_SETTINGS
-    width, height = settings["size"]
-    name = (f"synth_{width}x{height}_{settings['n_train']}_{settings['n_val']}_{settings['n_heldout']}"
-            f"_s{settings['seed']}")
-    return os.path.join(textdet_home(), name)
-
-
-def ensure_builtin_data() -> bool:
-    """Generate the built-in synthetic data set on first use; True when it was generated now."""
-    from textdet.data.synth import generate_dataset
-
-    settings = SYNTH_SETTINGS
-    root = builtin_data_root()
-    if os.path.isfile(os.path.join(root, "heldout_gt.txt")):
-        return False
-    print(f"textdet: generating the built-in synthetic data set in {root} (once)", flush=True)
-    tmp = root + ".partial"
-    generate_dataset(tmp, settings["n_train"], settings["n_val"], seed=settings["seed"],
-                     size=settings["size"], n_heldout=settings["n_heldout"])
-    if os.path.isdir(root):
-        shutil.rmtree(root)
-    os.replace(tmp, root)
-    return True
-
-
-def load_cfg(args: argparse.Namespace):
-    from textdet.config import load_config
-
-    if getattr(args, "config", None):
-        return load_config(args.config, args.opt)
-    base = []
-    if needs_builtin_data(args.opt):
-        ensure_builtin_data()
-        root = builtin_data_root()
-        base = [f"train.dataset.dataset_root={root}", f"eval.dataset.dataset_root={root}"]
-    return load_config(RECIPE, base + list(args.opt))
-
-
-def needs_builtin_data(opts: list[str]) -> bool:
-    """The built-in recipe needs its generated data unless ``-o`` points both data roots elsewhere."""
-    if not opts:
-        return True
-    keys = {option.split("=", 1)[0].strip() for option in opts}
-    return not {"train.dataset.dataset_root", "eval.dataset.dataset_root"} <= keys
-
-
 def cmd_train(args: argparse.Namespace) -> int:
-    from textdet.engine.startup import StartupTimer
+    from textdet.watch.startup import StartupTimer
 
     startup = StartupTimer()
     startup.stages["python start"] = _T_MAIN - startup.t0
     startup.last = _T_MAIN
+    from textdet.commands.recipe import ensure_builtin_data, load_cfg, needs_builtin_data
+
     if not args.config and needs_builtin_data(args.opt):  # the one-time generation: its own row
         generated = ensure_builtin_data()
         startup.mark("built-in data (generated, once)" if generated else "built-in data (cached)")
     cfg = load_cfg(args)  # config and data errors surface before the seconds spent importing torch
-    from textdet.engine.validate import check_weight_paths, train_splits, train_weight_keys, validate
+    from textdet.build.sections import check_weight_paths, train_splits, train_weight_keys, validate
 
     check_weight_paths(cfg, train_weight_keys(cfg))  # after the YAML, before torch: a typo fails in a second
     pipelines = validate(cfg, train_splits(cfg))
     startup.mark("config")
     import torch  # noqa: F401  (timed as the import stage)
 
-    from textdet.engine.profiling import parse_window
-    from textdet.engine.trainer import Trainer
+    from textdet.build.training import build_trainer
+    from textdet.watch.profiling import parse_window
 
     startup.mark("imports")
     profile_window = parse_window(args.profile) if args.profile else None
     progress = False if args.no_progress else None  # None: bars when stdout is a terminal
-    trainer = Trainer(cfg, device=args.device, compile=args.compile, progress=progress,
-                      startup=startup, dry_run=args.dry_run, overwrite=args.overwrite, pipelines=pipelines)
-    trainer.profile_window = profile_window
+    trainer = build_trainer(cfg, device=args.device, compile=args.compile, progress=progress, startup=startup,
+                            dry_run=args.dry_run, overwrite=args.overwrite, pipelines=pipelines,
+                            profile_window=profile_window)
     if args.dry_run:
-        from textdet.engine.logs import banner
-
         startup.mark("dry run checks")
-        print(banner(trainer))
+        print(trainer.watch.banner)
         print("start-up so far (seconds since process start):\n" + startup.table())
         print("dry run: config, data and model are valid; no step was taken")
         return 0
     try:
         trainer.fit()
     finally:
-        from textdet.engine.distributed import cleanup
+        from textdet.runtime.ranks import cleanup
 
         cleanup()
     return 0
@@ -299,13 +280,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError("--compare draws two models side by side in a report: add --report DIR")
     if args.protocol:
         args.opt = [*args.opt, f"metric.protocol={args.protocol}"]
+    args.opt = [*args.opt, *tile_overrides(args)]
+    from textdet.commands.recipe import load_cfg
+
     cfg = load_cfg(args)
     if not args.ckpt and not args.onnx:
-        from textdet.engine.validate import check_weight_paths
+        from textdet.build.sections import check_weight_paths
 
         check_weight_paths(cfg, ("eval.ckpt_load_path",))  # before torch: a typo fails in a second
-    from textdet.commands.evaluate import evaluate_model, run_report
-    from textdet.engine.evaluator import sweep_report
+    from textdet.commands.evaluate import evaluate_model, result_text, run_report
 
     progress = not args.no_progress and sys.stdout.isatty() and not args.json
     if args.report:
@@ -314,28 +297,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         result = evaluate_model(cfg, args.ckpt, args.onnx, args.device, progress, args.sweep)
     result["protocol"] = cfg.metric.get("protocol", "icdar15")
-    line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision {result['precision']:.4f}, "
-            f"f-score {result['f-score']:.4f} ({result['images']} images, {result['eval_time']:.2f} s, "
-            f"{result['input_shapes']} input shape(s), checkpoint {result['checkpoint']})")
-    if "thresholds_from_checkpoint" in result:
-        from textdet.engine.checkpoint import thresholds_note
-
-        line += "\n" + thresholds_note(result["thresholds_from_checkpoint"])
-    if "compare" in result:
-        other = result["compare"]
-        line += (f"\ncompared with {other['checkpoint']}: recall {other['recall']:.4f}, precision "
-                 f"{other['precision']:.4f}, f-score {other['f-score']:.4f}")
-    if "report" in result:
-        report = result["report"]
-        line += (f"\nreport: {report['path']} ({report['photos']} photos, {report['seconds']:.1f} s, "
-                 f"{report['megabytes']:.1f} MB)")
-    if args.json:
-        print(json.dumps(result))
-    elif args.sweep:
-        print(line + "\n" + sweep_report(result["sweep"]))
-    else:
-        print(line)
+    print(json.dumps(result) if args.json else result_text(result, args.sweep))
     return 0
+
+
+def tile_overrides(args: argparse.Namespace) -> list[str]:
+    """``--tile HxW --overlap PX`` as the config keys they set (``eval.tile``, ``eval.tile_overlap``)."""
+    overrides = []
+    if args.tile:
+        from textdet.data.tiling import parse_tile
+
+        spec = parse_tile(args.tile, args.overlap)
+        overrides.append(f"eval.tile=[{spec.height},{spec.width}]")
+    if args.overlap is not None:
+        overrides.append(f"eval.tile_overlap={args.overlap}")
+    return overrides
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -363,8 +339,9 @@ def cmd_metric(args: argparse.Namespace) -> int:
 
 def cmd_check_data(args: argparse.Namespace) -> int:
     from textdet.commands.check_data import check_data
+    from textdet.commands.recipe import load_cfg
 
-    all_good = check_data(load_cfg(args), dump_dir=args.dump, n_dump=args.n)
+    all_good = check_data(load_cfg(args), dump_dir=args.dump, n_dump=args.n, ceiling=args.ceiling)
     return 0 if all_good else 1
 
 

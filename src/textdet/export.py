@@ -1,4 +1,4 @@
-"""ONNX: export a DBNet, run ONNX models with ONNX Runtime, evaluate an ONNX file like a checkpoint.
+"""ONNX export of a DBNet, and the check that ONNX Runtime gives PyTorch's boxes.
 The graph is the eval-mode model's probability map: input ``x`` float32 (N, 3, H, W) normalised as the config's
 pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 32): PP-OCR's det interface too."""
 
@@ -14,98 +14,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from textdet.config import Config
-from textdet.device import ort_providers
-from textdet.engine.amp import amp_settings
-from textdet.engine.evaluator import build_evaluator, timed_run
-from textdet.engine.validate import validate
 from textdet.errors import TextdetError
 from textdet.export_defaults import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 from textdet.models.dbnet import INPUT_DIVISOR
+from textdet.runtime.onnx_model import OUTPUT_NAME, OnnxModel
 
-INPUT_NAME, OUTPUT_NAME = "x", "binary"
+INPUT_NAME = "x"
 MAX_ABS_DIFF = 1e-3  # ONNX Runtime vs PyTorch probability maps, fp32
 BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a rounded corner by 1 px
-
-
-class OnnxModel:
-    """An ONNX DB-style model (one (N, 3, H, W) input, one probability map output) under ONNX Runtime on ``device``;
-    ``run`` takes numpy, a call takes a tensor and returns ``{"binary": P}`` like DBNet, for the Evaluator."""
-
-    training = False
-
-    def __init__(self, path: str, device: str | None = None) -> None:
-        if not os.path.isfile(path):
-            raise TextdetError(f"ONNX model not found: {path}")
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
-        self.path = path
-        try:
-            self.session = ort.InferenceSession(path, providers=ort_providers(device, ort.get_available_providers()))
-        except Exception as e:  # onnxruntime raises its own exception types for bad files
-            raise TextdetError(f"cannot load ONNX model {path}: {e}") from None
-        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
-        if len(inputs) != 1:
-            raise TextdetError(f"{path}: expected one image input, found {len(inputs)}: {[i.name for i in inputs]}")
-        inp = inputs[0]
-        if len(inp.shape) != 4 or (isinstance(inp.shape[1], int) and inp.shape[1] != 3):
-            raise TextdetError(f"{path}: input {inp.name!r} has shape {inp.shape}; a DB-style detector takes images "
-                               "(N, 3, H, W)")
-        if inp.type not in ("tensor(float)", "tensor(float16)"):
-            raise TextdetError(f"{path}: input {inp.name!r} is {inp.type}; expected float images")
-        out = next((o for o in outputs if o.name == OUTPUT_NAME), outputs[0])
-        channels = out.shape[1] if len(out.shape) == 4 else 1
-        if len(out.shape) not in (3, 4) or (isinstance(channels, int) and channels != 1):
-            raise TextdetError(f"{path}: output {out.name!r} has shape {out.shape}; expected a probability map "
-                               "(N, 1, H, W) or (N, H, W)")
-        self.input_name, self.output_name = inp.name, out.name
-        self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
-        self.fixed_batch = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
-        h, w = inp.shape[2], inp.shape[3]
-        self.fixed_hw = (h, w) if isinstance(h, int) and isinstance(w, int) and h > 0 and w > 0 else None
-        self.providers = self.session.get_providers()
-
-    def run(self, images: np.ndarray) -> np.ndarray:
-        """float32 (N, 3, H, W) -> float32 (N, 1, H, W) probabilities."""
-        if self.fixed_hw is not None and tuple(images.shape[2:]) != self.fixed_hw:
-            raise TextdetError(f"{self.path} takes {self.fixed_hw[0]}x{self.fixed_hw[1]} (HxW) inputs only, got "
-                               f"{images.shape[2]}x{images.shape[3]}; resize to that size (DetResize target_size)")
-        if self.fixed_batch == 1 and images.shape[0] > 1:
-            return np.concatenate([self.run(images[i : i + 1]) for i in range(images.shape[0])])
-        if self.fixed_batch is not None and images.shape[0] != self.fixed_batch:
-            raise TextdetError(f"{self.path} takes batches of exactly {self.fixed_batch} images, got {images.shape[0]}")
-        x = np.ascontiguousarray(images, dtype=self.input_dtype)
-        try:
-            out = self.session.run([self.output_name], {self.input_name: x})[0]
-        except Exception as e:  # onnxruntime's own exception types: name the model and the input
-            raise TextdetError(f"{self.path}: onnxruntime failed on an input of shape {x.shape}: {e}") from None
-        prob = np.asarray(out, dtype=np.float32)
-        return prob[:, None] if prob.ndim == 3 else prob
-
-    def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"binary": torch.from_numpy(self.run(images.detach().float().cpu().numpy()))}
-
-    def eval(self) -> OnnxModel:
-        return self
-
-    def train(self, mode: bool = True) -> OnnxModel:
-        return self
-
-    def __repr__(self) -> str:
-        return f"OnnxModel({self.path!r}, input={self.input_name!r}, output={self.output_name!r}, {self.providers})"
-
-
-def evaluate_onnx(cfg: Config, onnx_path: str, device: str | None = None, progress: bool = False,
-                  sweep: bool = False, per_image: bool = False) -> dict:
-    """``textdet eval --onnx``: ``evaluate_checkpoint``'s keys plus "onnx"; needs no ``model`` section."""
-    pipeline = validate(cfg, ("eval",), model=False)["eval"]
-    model, cpu = OnnxModel(onnx_path, device=device), torch.device("cpu")
-    fp32 = amp_settings("O0", "cpu")
-    evaluator = build_evaluator(cfg, pipeline, cpu, False, fp32, progress, sweep, per_image)
-    result = timed_run(evaluator, model, onnx_path)
-    return {**result, "onnx": result["checkpoint"]}
 
 
 def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0], width: int = DEFAULT_EXPORT_HW[1],

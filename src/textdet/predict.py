@@ -1,8 +1,8 @@
-"""Inference: the ``Detector`` Python API and the ``textdet predict`` command.
+"""Inference: the ``Detector`` Python API that ``textdet predict`` runs.
 
 A Detector is preprocessing, a model (PyTorch DBNet or ONNX) and DBPostprocess (boxes in original-image pixels)::
 
-    det = Detector.from_config(load_config("db_r50.yaml"), "runs/best.ckpt")
+    det = build_detector(load_config("db_r50.yaml"), "runs/best.ckpt")  # textdet.build.parts: from a config
     det = Detector.from_onnx("ppocr_det.onnx")                    # any DB-style ONNX model
     result = det("img.jpg")        # {"polys": [np.ndarray (P, 2) float32], "scores": [float]}
     results = det([rgb_array, "other.png"])                       # one such dict per image
@@ -11,6 +11,8 @@ A Detector is preprocessing, a model (PyTorch DBNet or ONNX) and DBPostprocess (
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import logging
 import os
 from collections import Counter
@@ -21,28 +23,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from textdet.config import Config
 from textdet.config.components import build_component
-from textdet.config.loader import located, parse_buckets
+from textdet.config.loader import parse_buckets
 from textdet.data import buckets as bucketing
 from textdet.data.decode import DecodeImage
-from textdet.data.pipeline import build_transforms
 from textdet.data.resize import DetResize, NormalizeImage
-from textdet.device import pick_device
-from textdet.engine import build
-from textdet.engine.amp import AmpSettings, inference_amp_settings
-from textdet.engine.buckets import mask_padding
-from textdet.engine.checkpoint import thresholds_note
+from textdet.data.tiling import TileSpec
 from textdet.errors import ConfigError, DataError, TextdetError
-from textdet.export import OnnxModel
 from textdet.postprocess import POSTPROCESSES, DBPostprocess
+from textdet.runtime.amp import AmpSettings
+from textdet.runtime.buckets import mask_padding
+from textdet.runtime.onnx_model import OnnxModel
+from textdet.runtime.tiles import run_tiled
 
 logger = logging.getLogger("textdet")
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 # MindOCR's det inference default (tools/infer/text: det_limit_type max, det_limit_side_len 960)
 INFER_RESIZE = {"limit_type": "max", "limit_side_len": 960, "keep_ratio": True, "divisor": 32}
-PREDICT_CKPT_KEYS = ("predict.ckpt_load_path", "eval.ckpt_load_path")  # where predict and export look, in order
 
 ImageInput = "str | os.PathLike | np.ndarray"
 
@@ -70,30 +68,10 @@ class Preprocess:
         return tuple(self.resize.target_size) if pad else (h, w)
 
 
-def _hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
+def hwc_normalize(norm: NormalizeImage) -> NormalizeImage:
     """The same normalisation for HWC images, whatever layout the pipeline used it in."""
     return NormalizeImage(mean=norm.mean.tolist(), std=norm.std.tolist(), is_hwc=True,
                           bgr_to_rgb=norm.bgr_to_rgb, rgb_to_bgr=norm.rgb_to_bgr)
-
-
-def preprocess_from_config(cfg: Config | None) -> Preprocess:
-    """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s)
-    ``transform_pipeline``; what is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32;
-    ImageNet normalisation of RGB)."""
-    pipeline, key = None, None
-    if cfg is not None:
-        pipeline, key = cfg.predict.dataset.get("transform_pipeline"), "predict.dataset.transform_pipeline"
-        if not pipeline:
-            pipeline, key = cfg.eval.dataset.transform_pipeline, "eval.dataset.transform_pipeline"
-    found: dict[type, Any] = {}
-    if pipeline:
-        with located(cfg, key):
-            for t in build_transforms(pipeline, fuse=False).transforms:
-                found.setdefault(type(t), t)
-    decode, norm = found.get(DecodeImage), found.get(NormalizeImage)
-    return Preprocess(resize=found.get(DetResize) or DetResize(**INFER_RESIZE),
-                      normalize=_hwc_normalize(norm) if norm else NormalizeImage(),
-                      img_mode=decode.img_mode if decode else "RGB")
 
 
 # ----------------------------------------------------------------------------- images
@@ -148,55 +126,53 @@ class Detector:
     sizes; ``"auto"`` picks up to 4 shapes from the resized sizes of the images of each ``predict`` call;
     [[H, W], ...] sets them. With buckets, each resized image is padded bottom/right to the smallest shape
     that holds it and the padding is zeroed in the probability map: the same boxes, a handful of input
-    shapes for a graph compiler. ``input_shapes`` counts the batches run at each (H, W)."""
+    shapes for a graph compiler. ``input_shapes`` counts the batches run at each (H, W).
+
+    ``tile``: a page larger than it is read at its own pixels in overlapping tiles of that size
+    (``runtime/tiles.py``: one stitched map, each word out once); a page that fits in one tile is read as
+    without it. ``shrink_limit``: a page resized below this scale is counted in ``shrunk`` (its words may be
+    too small for the model: ``textdet predict`` suggests tiles)."""
 
     def __init__(self, model: Callable[[np.ndarray], np.ndarray], preprocess: Preprocess,
                  postprocess: DBPostprocess, batch_size: int = 8,
-                 shape_buckets: str | list | None = None) -> None:
+                 shape_buckets: str | list | None = None, tile: TileSpec | None = None,
+                 shrink_limit: float | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.model = model
         self.preprocess = preprocess
+        if tile is not None:  # the resize keeps pages larger than a tile at their own pixels
+            tiled_resize = copy.copy(preprocess.resize)
+            tiled_resize.tile = (tile.height, tile.width)
+            self.preprocess = dataclasses.replace(preprocess, resize=tiled_resize)
         self.postprocess = postprocess
         self.batch_size = batch_size
         self.shape_buckets = parse_buckets(shape_buckets, "Detector shape_buckets")
+        self.tile = tile
+        self.shrink_limit = shrink_limit
+        self.shrunk: list[float] = []  # the scales of the pages read below shrink_limit
         self.input_shapes: Counter = Counter()
-        self.thresholds_note = ""  # from_config: the thresholds its checkpoint brought, said in one line
+        self.thresholds_note = ""  # build_detector: the thresholds its checkpoint brought, said in one line
 
     @classmethod
-    def from_config(cls, cfg: Config, ckpt: str | None = None, device: str | None = None,
-                    batch_size: int = 8, shape_buckets: str | list | None = None) -> Detector:
-        """DBNet of ``cfg.model`` with weights from ``ckpt`` (default: predict/eval ``ckpt_load_path``) on
-        ``device`` (default: the accelerator if any), autocast per ``system.amp_level_infer``;
-        pre/post-processing of ``cfg``; ``shape_buckets`` default: the config's ``eval.shape_buckets``."""
-        model, _, adopted = build.load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
-        postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
-        dev = pick_device(device)
-        amp = inference_amp_settings(cfg, dev.type)
-        if shape_buckets is None:
-            shape_buckets = cfg.eval.shape_buckets
-        detector = cls(TorchRunner(model, dev, amp), preprocess, postprocess, batch_size, shape_buckets)
-        detector.thresholds_note = thresholds_note(adopted)
-        return detector
-
-    @classmethod
-    def from_onnx(cls, path: str, cfg: Config | None = None, postprocess: DBPostprocess | dict | None = None,
+    def from_onnx(cls, path: str, postprocess: DBPostprocess | dict | None = None,
                   resize: DetResize | dict | None = None, normalize: NormalizeImage | dict | None = None,
                   img_mode: str | None = None, device: str | None = None, batch_size: int = 8,
-                  shape_buckets: str | list | None = None) -> Detector:
-        """An ONNX model, ours or an external DB-style one. Pre/post-processing from ``cfg``, else MindOCR's
-        inference defaults (a fixed-size model is resized straight to it);
-        ``postprocess``/``resize``/``normalize`` (objects or kwargs dicts) override; ``shape_buckets``
-        default: ``cfg``'s ``eval.shape_buckets``."""
+                  shape_buckets: str | list | None = None, tile: TileSpec | None = None,
+                  shrink_limit: float | None = None) -> Detector:
+        """An ONNX model, ours or an external DB-style one, with MindOCR's inference pre/post-processing
+        (a fixed-size model is resized straight to its size); ``postprocess``/``resize``/``normalize``
+        (objects or kwargs dicts) and ``img_mode`` replace them (``build.parts.build_onnx_detector`` passes a
+        config's)."""
         onnx = OnnxModel(path, device=device)
-        pre = preprocess_from_config(cfg)
-        if resize is None and (cfg is None or not _has_resize(cfg)) and onnx.fixed_hw is not None:
+        pre = Preprocess(resize=DetResize(**INFER_RESIZE), normalize=NormalizeImage())
+        if resize is None and onnx.fixed_hw is not None:
             resize = DetResize(target_size=onnx.fixed_hw, keep_ratio=False, limit_type="none")
         if resize is not None:
             pre.resize = resize if isinstance(resize, DetResize) else _built(DetResize, resize, "resize")
         if normalize is not None:
-            pre.normalize = _hwc_normalize(normalize if isinstance(normalize, NormalizeImage)
-                                           else _built(NormalizeImage, normalize, "normalize"))
+            pre.normalize = hwc_normalize(normalize if isinstance(normalize, NormalizeImage)
+                                          else _built(NormalizeImage, normalize, "normalize"))
         if img_mode is not None:
             pre.img_mode = DecodeImage(img_mode=img_mode).img_mode
         if isinstance(postprocess, dict):
@@ -204,15 +180,17 @@ class Detector:
             postprocess = build_component(POSTPROCESSES, postprocess.get("name", "DBPostprocess"), spec,
                                           "postprocess", "postprocess")
         elif postprocess is None:
-            postprocess = build.build_postprocess_from_config(cfg) if cfg is not None else DBPostprocess()
+            postprocess = DBPostprocess()
         batch_size = 1 if onnx.fixed_batch == 1 else batch_size  # a model exported for one image at a time
-        if shape_buckets is None and cfg is not None:
-            shape_buckets = cfg.eval.shape_buckets
         if shape_buckets is not None and onnx.fixed_hw is not None:
             height, width = onnx.fixed_hw
             raise ConfigError(f"{path} takes one input size, {height}x{width}: shape buckets do not apply to "
                               "it (leave them out)")
-        return cls(onnx.run, pre, postprocess, batch_size, shape_buckets)
+        if tile is not None and onnx.fixed_hw is not None and (tile.height, tile.width) != onnx.fixed_hw:
+            height, width = onnx.fixed_hw
+            raise ConfigError(f"{path} takes one input size, {height}x{width}: read pages in tiles of that size "
+                              f"(--tile {height}x{width})")
+        return cls(onnx.run, pre, postprocess, batch_size, shape_buckets, tile, shrink_limit)
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
         """One path/array -> one ``{"polys": [(P, 2) float32], "scores": [float]}``; a list -> a list of them."""
@@ -221,43 +199,57 @@ class Detector:
         return self.predict([_as_rgb(im) for im in images])
 
     def predict(self, images: Sequence[np.ndarray]) -> list[dict]:
-        """RGB uint8 arrays -> results; images of one input shape are batched together."""
-        input_shape_of = self._input_shapes([self.preprocess.output_size(image) for image in images])
-        groups: dict[tuple[int, int], list[int]] = {}
-        for index, shape in enumerate(input_shape_of):
-            groups.setdefault(shape, []).append(index)
+        """RGB uint8 arrays -> results; images of one input shape are batched together (a page read in
+        tiles runs alone, its tiles batched)."""
+        tiled = [self.tile is not None and not self.tile.holds(*image.shape[:2]) for image in images]
+        untiled = [index for index, is_tiled in enumerate(tiled) if not is_tiled]
+        sizes = [self.preprocess.output_size(images[index]) for index in untiled]
+        groups: dict[tuple[tuple[int, int], bool], list[int]] = {}
+        for index, shape in zip(untiled, self._input_shapes(sizes), strict=True):
+            groups.setdefault((shape, False), []).append(index)
+        for index, is_tiled in enumerate(tiled):
+            if is_tiled:
+                groups.setdefault((self.preprocess.output_size(images[index]), True), []).append(index)
         results: list[dict | None] = [None] * len(images)
-        for shape, indices in groups.items():
-            for start in range(0, len(indices), self.batch_size):
-                chunk = indices[start : start + self.batch_size]
-                for index, result in zip(chunk, self._run(shape, [images[i] for i in chunk]), strict=True):
+        for (shape, is_tiled), indices in groups.items():
+            pages_at_once = 1 if is_tiled else self.batch_size
+            for start in range(0, len(indices), pages_at_once):
+                chunk = indices[start : start + pages_at_once]
+                chunk_results = self._run(shape, [images[i] for i in chunk], is_tiled)
+                for index, result in zip(chunk, chunk_results, strict=True):
                     results[index] = result
         return results
 
     def _input_shapes(self, sizes: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """The (H, W) each image runs at: its resized size, or the bucket that holds it."""
-        if self.shape_buckets is None:
+        if self.shape_buckets is None or not sizes:
             return sizes
         buckets = self.shape_buckets
         if buckets == "auto":
             buckets = bucketing.choose_buckets(sizes)
         return [tuple(buckets[bucketing.bucket_for(size, buckets)]) for size in sizes]
 
-    def _run(self, shape: tuple[int, int], images: list[np.ndarray]) -> list[dict]:
-        """Preprocess ``images``, pad them to ``shape``, run the model, zero the padding, post-process."""
+    def _run(self, shape: tuple[int, int], images: list[np.ndarray], tiled: bool = False) -> list[dict]:
+        """Preprocess ``images``, pad them to ``shape``, run the model (in tiles on a page larger than one),
+        zero the padding, post-process."""
         inputs, shape_lists = zip(*(self.preprocess(image) for image in images), strict=True)
         valid_hw = np.array([image.shape[1:] for image in inputs], dtype=np.int64)
         batch = np.stack([bucketing.pad_channels_first(image, shape) for image in inputs])
-        self.input_shapes[tuple(shape)] += 1
-        prob = self.model(batch)
+        if not tiled:
+            self.input_shapes[tuple(shape)] += 1
+            prob = self.model(batch)
+        else:
+            tile_shape = (min(self.tile.height, shape[0]), min(self.tile.width, shape[1]))
+            self.input_shapes[tile_shape] += 1
+            prob = np.stack([run_tiled(self.model, image, self.tile, self.batch_size) for image in batch])
+        if self.shrink_limit is not None:
+            for shape_list in shape_lists:
+                scale = float(min(shape_list[2], shape_list[3]))
+                if scale < self.shrink_limit:
+                    self.shrunk.append(scale)
         if (valid_hw != np.array(shape)).any():
             prob = mask_padding(torch.from_numpy(prob), torch.from_numpy(valid_hw)).numpy()
         return self.postprocess(prob, np.stack(shape_lists))
-
-
-def _has_resize(cfg: Config) -> bool:
-    pipes = (cfg.predict.dataset.get("transform_pipeline") or [], cfg.eval.dataset.transform_pipeline or [])
-    return any("DetResize" in (e if isinstance(e, dict) else {e: None}) for p in pipes for e in p)
 
 
 def _built(cls: type, kwargs: dict, what: str) -> Any:

@@ -1,5 +1,5 @@
 """``textdet bench PART``: time one part alone with the config's settings and the real objects
-(``engine.build``, ``Trainer``, ``Evaluator``), warm-up untimed; ``--json`` prints one object on stdout (logs
+(``textdet.build``, ``Trainer``, ``Evaluator``), warm-up untimed; ``--json`` prints one object on stdout (logs
 go to stderr)."""
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from textdet.build import parts
+from textdet.build.training import build_loss_from_config, build_trainer
 from textdet.commands.bench_infer import bench_eval, bench_postprocess, bench_predict
 from textdet.config import load_config
 from textdet.data.dataset import keep_freed_memory
@@ -25,12 +27,10 @@ from textdet.data.device_targets import split_device_targets
 from textdet.data.pipeline import CROPS
 from textdet.device import pick_device as _device
 from textdet.device import synchronize
-from textdet.engine import build
-from textdet.engine.amp import amp_settings
-from textdet.engine.feed import Prefetcher
-from textdet.engine.profiling import StepProfiler, parse_window
-from textdet.engine.trainer import Trainer
 from textdet.errors import SampleError, TextdetError
+from textdet.runtime.amp import amp_settings
+from textdet.runtime.feed import Prefetcher, split_device_normalize
+from textdet.watch.profiling import StepProfiler, parse_window
 
 # --n: samples (data), timed iterations (model), timed steps (train), maps (postprocess), images (eval, predict).
 DEFAULT_N = {"data": 64, "model": 10, "train": 10, "postprocess": 20, "eval": 50, "predict": 50}
@@ -71,10 +71,10 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """
     keep_freed_memory()  # this process runs the pipeline as a loader worker does
     device = _device(args.device)
-    build.validate(cfg, ("train",))
+    parts.validate(cfg, ("train",))
     # Normalisation moves to the device on CUDA only, as in the Trainer.
-    pipe, normalize = build.split_device_normalize(build.build_pipeline(cfg, "train"), device.type != "cpu")
-    dataset = build.build_dataset(cfg, "train", pipe)
+    pipe, normalize = split_device_normalize(parts.build_pipeline(cfg, "train"), device.type != "cpu")
+    dataset = parts.build_dataset(cfg, "train", pipe)
     pipe.timing = True  # this instance only: the loader's workers get a copy made below, with timing off
     for i in range(warmup):
         _load(dataset, cfg.system.seed, i)
@@ -88,7 +88,7 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     pipe.timing = False
     stats = dict(pipe.stats)
     shipped = _shipped_mb(dataset)
-    loader = build.build_split_loader(cfg, "train", dataset, 0, 1, device)
+    loader = parts.build_split_loader(cfg, "train", dataset, 0, 1, device)
     workers = loader.num_workers  # the engine caps the configured count at the available cores
     rate_workers = _loader_rate(loader, n, skip=max(workers, 1), column=dataset.output_columns[0])
     # train.targets_on_device: the same workers without ShrinkBinaryMap/BorderMap (the split pipeline keeps the
@@ -96,8 +96,8 @@ def bench_data(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     dev_pipe, targets = split_device_targets(pipe, True, device) if "ShrinkBinaryMap" in stats else (pipe, None)
     dev_rate = targets_ms = dev_mb = None
     if targets is not None:
-        dev_set = build.build_dataset(cfg, "train", dev_pipe, device_targets=True)
-        dev_loader = build.build_split_loader(cfg, "train", dev_set, 0, 1, device)
+        dev_set = parts.build_dataset(cfg, "train", dev_pipe, device_targets=True)
+        dev_loader = parts.build_split_loader(cfg, "train", dev_set, 0, 1, device)
         dev_rate = _loader_rate(dev_loader, n, skip=max(workers, 1), column=dev_set.output_columns[0])
         dev_mb = _shipped_mb(dev_set)
         batch = next(iter(dev_loader))
@@ -174,10 +174,10 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     h, w = train_crop(cfg)
     bs = cfg.train.loader.batch_size
     amp = amp_settings(cfg.system.amp_level, device.type, cfg.system.amp_dtype)
-    model = build.build_model_from_config(cfg, pretrained_backbone=False).to(device)  # weights don't change speed
+    model = parts.build_model_from_config(cfg, pretrained_backbone=False).to(device)  # weights don't change speed
     if device.type != "cpu":
         model.to(memory_format=torch.channels_last)
-    loss_fn = build.build_loss_from_config(cfg).to(device)
+    loss_fn = build_loss_from_config(cfg).to(device)
     gen = torch.Generator(device="cpu").manual_seed(cfg.system.seed)
     x = torch.randn(bs, 3, h, w, generator=gen).to(device)
     targets = {"binary_map": (torch.rand(bs, 1, h, w, generator=gen) > 0.8).float().to(device),
@@ -207,7 +207,7 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 def train_crop(cfg) -> tuple[int, int]:
     """(h, w) of the train pipeline's crop (RandomCropWithBBox, RandomTextCrop), else 640x640."""
     if cfg.train.dataset.transform_pipeline:
-        for t in build.build_pipeline(cfg, "train", fuse=False).transforms:
+        for t in parts.build_pipeline(cfg, "train", fuse=False).transforms:
             if isinstance(t, CROPS):
                 return int(t.crop_size[0]), int(t.crop_size[1])
     return 640, 640
@@ -238,8 +238,8 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     cfg.train.guard_holdout = 0
     cfg.train.guard_thresholds = False
     # dry_run: the Trainer builds everything but writes no run folder or train.log.
-    trainer = Trainer(cfg, device=args.device, progress=False, dry_run=True)
-    cached = fill_image_cache(trainer.train_set)  # time the steady state of epochs 2+, not the first decode
+    trainer = build_trainer(cfg, device=args.device, progress=False, dry_run=True)
+    cached = fill_image_cache(trainer.train_loader.dataset)  # time the steady state of epochs 2+, not the first decode
     device = trainer.device
     batches = Prefetcher(trainer.train_loader, trainer.feed)
     images, wait, start = 0, 0.0, time.perf_counter()

@@ -16,13 +16,12 @@ from typing import Any
 import cv2
 import numpy as np
 
+from textdet.build import parts
 from textdet.data.targets import ShrinkBinaryMap
 from textdet.device import is_accelerator, pick_device
-from textdet.engine import build
-from textdet.engine.amp import inference_amp_settings
-from textdet.engine.evaluator import build_evaluator
 from textdet.errors import TextdetError
-from textdet.predict import Detector, TorchRunner, find_images, preprocess_from_config
+from textdet.predict import Detector, TorchRunner, find_images
+from textdet.runtime.feed import split_device_normalize
 
 POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
 
@@ -30,7 +29,7 @@ POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run
 # ------------------------------------------------------------------------------------------------ postprocess
 def bench_postprocess(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """ms per map of the config's DBPostprocess, on saved maps (--maps) or maps drawn from eval GT."""
-    post = build.build_postprocess_from_config(cfg)
+    post = parts.build_postprocess_from_config(cfg)
     maps = load_maps(args.maps) if args.maps else gt_maps(cfg, n)
     maps = maps[:n] if args.n is not None else maps  # --maps: every file unless --n is given
     for _, prob, shape in maps[:warmup]:
@@ -97,8 +96,8 @@ def _read_shapes(path: str) -> dict[str, tuple[float, float]]:
 
 def gt_maps(cfg, count: int) -> list[tuple[str, Any, Any]]:
     """Probability maps like a trained DBNet's: eval GT shrunk (ShrinkBinaryMap), filled, faint noise, blurred."""
-    pipe, _ = build.split_device_normalize(build.validate(cfg, ("eval",))["eval"])  # only the geometry is needed
-    dataset = build.build_dataset(cfg, "eval", pipe)
+    pipe, _ = split_device_normalize(parts.validate(cfg, ("eval",))["eval"])  # only the geometry is needed
+    dataset = parts.build_dataset(cfg, "eval", pipe)
     shrink = ShrinkBinaryMap(min_text_size=1, shrink_ratio=0.4)
     out = []
     for i in range(min(count, len(dataset))):
@@ -131,10 +130,10 @@ class _Limited:
 def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s through the real Evaluator on the first ``n`` eval images, ``ms_per_image`` per (overlapping) part."""
     device = pick_device(args.device)
-    model, ckpt, _ = build.load_model(cfg, args.ckpt, keys=())
+    model, ckpt, _ = parts.load_model(cfg, args.ckpt, keys=())
     model.to(device).eval()
-    amp = inference_amp_settings(cfg, device.type)
-    evaluator = build_evaluator(cfg, build.validate(cfg, ("eval",))["eval"], device, is_accelerator(device), amp)
+    amp = parts.inference_amp(cfg, device.type)
+    evaluator = parts.build_evaluator(cfg, parts.validate(cfg, ("eval",))["eval"], device, is_accelerator(device), amp)
     loader = evaluator.loader
     evaluator.loader = _Limited(loader, warmup)
     if warmup:
@@ -152,13 +151,13 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
 def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     """Images/s of the ``Detector`` API (decode, resize, normalise, forward, post-process) on eval images."""
     device = pick_device(args.device)
-    build.validate(cfg, ("eval",))
+    parts.validate(cfg, ("eval",))
     ds = cfg.eval.dataset
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
-    model, ckpt, _ = build.load_model(cfg, args.ckpt, keys=())
-    amp = inference_amp_settings(cfg, device.type)
-    detector = Detector(TorchRunner(model, device, amp), preprocess_from_config(cfg),
-                        build.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)
+    model, ckpt, _ = parts.load_model(cfg, args.ckpt, keys=())
+    amp = parts.inference_amp(cfg, device.type)
+    detector = Detector(TorchRunner(model, device, amp), parts.preprocess_from_config(cfg),
+                        parts.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)
     if warmup:
         detector(images[:warmup])
     start = time.perf_counter()

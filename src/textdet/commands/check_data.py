@@ -1,5 +1,6 @@
 """``textdet check-data``: every problem of the train and eval sets, each sample run through its real pipeline;
-``--dump`` writes the first training samples as ``.npz`` plus a PNG with polygons and maps overlaid."""
+``--dump`` writes the first training samples as ``.npz`` plus a PNG with polygons and maps overlaid;
+``--ceiling`` scores the eval labels as a model that learned its training targets exactly would."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from collections import Counter
 import cv2
 import numpy as np
 
-from textdet.data.formats import text_region_count
-from textdet.data.label_shapes import split_advice, split_count
-from textdet.engine import build
+from textdet.build import parts, training
+from textdet.data.annotations import IGNORE_TEXTS, text_region_count
+from textdet.data.label_shapes import reshape_points, split_advice, split_count
+from textdet.data.targets import ShrinkBinaryMap
 from textdet.engine.guard import least_win
-from textdet.errors import SampleError
+from textdet.errors import DataError, SampleError
 
 
 def run_samples(dataset, seed: int) -> list[tuple[str, int, str, str]]:
@@ -34,7 +36,7 @@ def run_samples(dataset, seed: int) -> list[tuple[str, int, str, str]]:
 def split_regions(cfg, dataset) -> tuple[list[tuple[str, int, str, str]], str]:
     """Training label lines with regions whose DB shrink falls apart (data/label_shapes.py), as warnings, and
     the advice for all of them ("" when none). The shrink is the training pipeline's ShrinkBinaryMap."""
-    shrink = build.train_shrink(cfg)
+    shrink = parts.train_shrink(cfg)
     if shrink is None:
         return [], ""
     found = []
@@ -84,10 +86,10 @@ def overlay(sample: dict) -> np.ndarray:
 def dump_samples(cfg, dump_dir: str, n: int) -> list[str]:
     """Write the first ``n`` processed training samples as ``.npz`` (output columns) and ``.png``."""
     os.makedirs(dump_dir, exist_ok=True)
-    full = build.build_dataset(cfg, "train", build.build_pipeline(cfg, "train"))
-    shown_pipe, _ = build.split_device_normalize(build.build_pipeline(cfg, "train"))
+    full = parts.build_dataset(cfg, "train", parts.build_pipeline(cfg, "train"))
+    shown_pipe, _ = parts.split_device_normalize(parts.build_pipeline(cfg, "train"))
     columns = list(dict.fromkeys([*full.output_columns, "polys", "ignore_tags"]))
-    shown = build.build_dataset(cfg, "train", shown_pipe)
+    shown = parts.build_dataset(cfg, "train", shown_pipe)
     shown.output_columns = columns
     written = []
     for index in range(min(n, len(full))):
@@ -104,10 +106,10 @@ def dump_samples(cfg, dump_dir: str, n: int) -> list[str]:
 def print_guard_photos(cfg) -> None:
     """The training photos the start guard sets aside (``train.guard_holdout``), picked as training picks
     them, so that a user sees which photos the model will never learn from."""
-    every = build.guard_aside_every(cfg)
+    every = training.guard_aside_every(cfg)
     if not every:
         return
-    aside = build.build_guard_dataset(cfg, build.build_pipeline(cfg, "eval"), every)
+    aside = training.build_guard_dataset(cfg, parts.build_pipeline(cfg, "eval"), every)
     for record in aside.records:
         print(f"{record.label_file}:{record.line_no}: set aside by the start guard: {record.rel_path}")
     print(f"start guard: {len(aside)} training photos set aside (every {every}th labelled photo), never "
@@ -124,13 +126,38 @@ def print_guard_photos(cfg) -> None:
           f"and train.guard_regions {cfg.train.guard_regions} / {regions})")
 
 
-def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:
-    """Print every problem of the train and eval sets and a summary; True when no sample is unusable."""
+def label_ceiling(cfg, dataset, shape: str) -> dict[str, float]:
+    """What a model that learned its training targets exactly would score on ``dataset`` (the eval set):
+    recall, precision and f-score. Each image's DB probability target (the training pipeline's
+    ShrinkBinaryMap, its min_text_size and shrink_ratio) is drawn from its labels redrawn as ``shape``
+    (data/label_shapes.py), taken as the model's probability map, turned into boxes by the config's
+    post-processing and scored by the config's metric against the labels as written. Labels whose targets
+    fall apart score low here whatever the model."""
+    shrink = parts.train_shrink(cfg) or ShrinkBinaryMap()  # DB's defaults when the pipeline draws no target
+    postprocess = parts.build_postprocess_from_config(cfg)
+    metric = parts.build_metric_from_config(cfg)
+    for record in dataset.records:
+        path = os.path.join(dataset.image_dir, record.rel_path)
+        image = cv2.imread(path)  # only its size is used: the target has the image's shape
+        if image is None:
+            raise DataError(f"{record.label_file}:{record.line_no}: cannot read {path}")
+        polys = [np.asarray(a["points"], np.float32) for a in record.annotations]
+        ignore = np.array([a["transcription"] in IGNORE_TEXTS for a in record.annotations], dtype=bool)
+        drawn = [reshape_points(p, shape).astype(np.float32) for p in polys]
+        target = shrink({"image": image, "polys": drawn, "ignore_tags": ignore.copy()})["binary_map"]
+        boxes = postprocess(target.astype(np.float32)[None], None)  # (1, 1, H, W): one image, map pixels
+        metric.update(boxes, [polys], [ignore])
+    return metric.compute()
+
+
+def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8, ceiling: str | None = None) -> bool:
+    """Print every problem of the train and eval sets and a summary; True when no sample is unusable.
+    ``ceiling``: a label shape (outline, hull, quad); also print the eval set's ``label_ceiling``."""
     ok = True
     for split in ("train", "eval"):
         if not getattr(cfg, split).dataset.transform_pipeline:
             continue
-        dataset = build.build_dataset(cfg, split, build.build_pipeline(cfg, split))
+        dataset = parts.build_dataset(cfg, split, parts.build_pipeline(cfg, split))
         found = [(p.file, p.line_no, p.severity, p.message) for p in dataset.problems]
         found += run_samples(dataset, cfg.system.seed)
         counts = Counter(s for _, _, s, _ in found)
@@ -146,6 +173,11 @@ def check_data(cfg, dump_dir: str | None = None, n_dump: int = 8) -> bool:
             print(f"{split}: warning: {advice}")
         if split == "train":
             print_guard_photos(cfg)
+        if split == "eval" and ceiling:
+            result = label_ceiling(cfg, dataset, ceiling)
+            print(f"eval: label ceiling, targets drawn as {ceiling}: recall {result['recall']:.4f}, "
+                  f"precision {result['precision']:.4f}, f-score {result['f-score']:.4f} (what a model that "
+                  "learned its training targets exactly would score against these labels)")
     if dump_dir:
         files = dump_samples(cfg, dump_dir, n_dump)
         print(f"dumped {len(files) // 2} training samples to {dump_dir} (.npz with the output columns, .png overlays)")

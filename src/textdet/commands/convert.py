@@ -6,27 +6,42 @@ import argparse
 import os
 from typing import Any
 
+from textdet.build.parts import build_model_from_config
 from textdet.commands.ppocr import convert_ppocr
 from textdet.config import load_config
-from textdet.data.formats import Summary, read_records, write_records
+from textdet.data.annotations import Summary
+from textdet.data.formats import read_records, write_records
 from textdet.data.label_shapes import relabel, split_advice
 from textdet.data.labels import convert_icdar15
-from textdet.engine.build import build_model_from_config
-from textdet.engine.checkpoint import atomic_save
+from textdet.data.public_sets import SPLITS, lay_out_copiste, lay_out_sroie
 from textdet.errors import TextdetError
 from textdet.models.ms_ckpt import mindspore_to_torch_names, read_ms_checkpoint
 from textdet.models.weights import load_model_weights, weights_file
+from textdet.runtime.checkpoint import atomic_save
 
 
 def run_convert(args: argparse.Namespace) -> int:
     """Dispatch on ``args.format``; every label format in ``FORMATS`` goes through ``_convert_labels``."""
-    run = {"icdar15": _convert_icdar15, "ppocr": _convert_ppocr, "mindocr": _convert_mindocr}.get(args.format)
+    run = {"icdar15": _convert_icdar15, "ppocr": _convert_ppocr, "mindocr": _convert_mindocr,
+           "sroie": _convert_public_set, "copiste": _convert_public_set}.get(args.format)
     return (run or _convert_labels)(args)
 
 
 def _convert_icdar15(args: argparse.Namespace) -> int:
     n = convert_icdar15(args.gt_dir, args.out, image_prefix=args.image_prefix)
     print(f"wrote {n} images' labels to {args.out}")
+    return 0
+
+
+def _convert_public_set(args: argparse.Namespace) -> int:
+    """``textdet convert sroie|copiste SRC --out DIR``: the images and labels, train and val, in MindOCR's
+    layout."""
+    lay_out, what = {"sroie": (lay_out_sroie, "receipts"), "copiste": (lay_out_copiste, "pages")}[args.format]
+    counts = lay_out(args.input, args.out, args.num, args.max_side)
+    for split, (images, boxes) in counts.items():
+        label_file = os.path.join(args.out, SPLITS[split])
+        print(f"{split}: {images} {what}, {boxes} boxes -> {label_file} (images in "
+              f"{os.path.join(args.out, split, 'images')})")
     return 0
 
 

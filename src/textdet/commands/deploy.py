@@ -13,15 +13,17 @@ import cv2
 import numpy as np
 
 from textdet import export
-from textdet.config import load_config
+from textdet.build import parts
+from textdet.config import Config, load_config
 from textdet.data import buckets as bucketing
-from textdet.data.formats import plain_points, write_labelme
+from textdet.data.annotations import plain_points
+from textdet.data.formats import write_labelme
 from textdet.data.resize import DetResize
-from textdet.engine import build
-from textdet.engine.checkpoint import thresholds_note
+from textdet.data.tiling import TileSpec, parse_tile
 from textdet.errors import DataError, TextdetError
 from textdet.export_defaults import DEFAULT_EXPORT_HW
-from textdet.predict import PREDICT_CKPT_KEYS, Detector, Preprocess, find_images, preprocess_from_config, read_image
+from textdet.predict import Detector, Preprocess, find_images, read_image
+from textdet.runtime.checkpoint import thresholds_note
 
 logger = logging.getLogger("textdet")
 DRAW_COLOR_BGR = (0, 255, 0)
@@ -50,25 +52,42 @@ def write_results(out_dir: str, results: dict[str, dict]) -> tuple[str, str]:
     return json_path, txt_path
 
 
-def build_detector(args: argparse.Namespace) -> Detector:
-    """The Detector that ``textdet predict`` options describe; usage errors as TextdetError."""
+def predict_config(args: argparse.Namespace) -> Config | None:
+    """The config ``textdet predict`` options name: ``-c`` with ``-o``, or ``-o`` on the built-in defaults, or
+    None (an ONNX model with MindOCR's inference defaults); usage errors as TextdetError."""
     if args.batch_size < 1:
         raise TextdetError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.onnx and args.ckpt:
         raise TextdetError("give either --ckpt (with -c) or --onnx, not both")
     if not args.onnx and not args.config:
         raise TextdetError("give -c CONFIG --ckpt PATH (a PyTorch checkpoint) or --onnx PATH")
-    cfg = None
     if args.config:
-        cfg = load_config(args.config, args.opt)
-    elif args.opt:  # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
-        cfg = load_config(None, ["postprocess.name=DBPostprocess", *args.opt])
+        return load_config(args.config, args.opt)
+    if args.opt:  # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
+        return load_config(None, ["postprocess.name=DBPostprocess", *args.opt])
+    return None
+
+
+def build_detector(args: argparse.Namespace, cfg: Config | None) -> Detector:
+    """The Detector that ``textdet predict`` options describe."""
     buckets = parse_shape_buckets(getattr(args, "shape_buckets", None))
+    tile = tile_spec(args, cfg)
     if args.onnx:
-        return Detector.from_onnx(args.onnx, cfg=cfg, device=args.device, batch_size=args.batch_size,
-                                  shape_buckets=buckets)
-    return Detector.from_config(cfg, args.ckpt, device=args.device, batch_size=args.batch_size,
-                                shape_buckets=buckets)
+        return parts.build_onnx_detector(args.onnx, cfg, device=args.device, batch_size=args.batch_size,
+                                         shape_buckets=buckets, tile=tile)
+    return parts.build_detector(cfg, args.ckpt, device=args.device, batch_size=args.batch_size,
+                                shape_buckets=buckets, tile=tile)
+
+
+def tile_spec(args: argparse.Namespace, cfg: Config | None) -> TileSpec | None:
+    """``--tile HxW`` with ``--overlap`` (default: the config's eval.tile_overlap, else a fifth of the
+    tile); None without --tile."""
+    if not getattr(args, "tile", None):
+        return None
+    overlap = args.overlap
+    if overlap is None and cfg is not None:
+        overlap = cfg.eval.tile_overlap
+    return parse_tile(args.tile, overlap)
 
 
 def parse_shape_buckets(text: str | None) -> str | list | None:
@@ -105,7 +124,8 @@ def run_predict(args: argparse.Namespace) -> int:
     labelme = getattr(args, "format", "json") == "labelme"
     if labelme and any(os.path.splitext(os.path.basename(p))[0] == "predictions" for p in paths):
         raise TextdetError("an image named predictions.* would overwrite predictions.json; rename it")
-    detector = build_detector(args)
+    cfg = predict_config(args)
+    detector = build_detector(args, cfg)
     if detector.shape_buckets == "auto":
         buckets_for_files(detector, paths)
     os.makedirs(args.out, exist_ok=True)
@@ -143,14 +163,25 @@ def run_predict(args: argparse.Namespace) -> int:
           + (f", {len(results)} labelme files" if labelme else ""))
     if detector.thresholds_note:
         print(f"predict: {detector.thresholds_note}")
+    if detector.shrunk:
+        print(f"predict: {shrink_note(detector, cfg)}")
     return 0
+
+
+def shrink_note(detector: Detector, cfg: Config | None) -> str:
+    """What to do about pages resized below the scale the detector was trained at: read them in tiles."""
+    _, tile = parts.tile_advice(cfg)
+    return (f"{len(detector.shrunk)} page(s) were resized to as little as {min(detector.shrunk):.2f}x, below "
+            f"{detector.shrink_limit:.2f}x (half the smallest scale this detector trained at): their words may be "
+            f"too small to find. Read them at their own pixels in tiles: --tile {tile.height}x{tile.width} "
+            f"--overlap {tile.overlap}")
 
 
 def run_export(args: argparse.Namespace) -> int:
     """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
     cfg = load_config(args.config, args.opt)
-    model, _, adopted = build.load_model(cfg, args.ckpt, PREDICT_CKPT_KEYS)
-    postprocess, preprocess = build.build_postprocess_from_config(cfg), preprocess_from_config(cfg)
+    model, _, adopted = parts.load_model(cfg, args.ckpt, parts.PREDICT_CKPT_KEYS)
+    postprocess, preprocess = parts.build_postprocess_from_config(cfg), parts.preprocess_from_config(cfg)
     model.eval()
     default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
     h, w = args.height or default[0], args.width or default[1]

@@ -9,7 +9,7 @@ import platform
 import torch
 
 from textdet import device
-from textdet.engine import preflight
+from textdet.watch import preflight
 
 
 def _version(module: str) -> str | None:

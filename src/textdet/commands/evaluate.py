@@ -8,22 +8,21 @@ import os
 import time
 from datetime import datetime, timezone
 
+from textdet.build.parts import build_metric_from_config, evaluate_checkpoint, evaluate_onnx_model, overridden_keys
 from textdet.config import Config
-from textdet.engine.build import build_metric_from_config
-from textdet.engine.checkpoint import thresholds_note
-from textdet.engine.evaluator import evaluate_checkpoint
 from textdet.errors import TextdetError
-from textdet.export import evaluate_onnx
 from textdet.postprocess.db_postprocess import THRESHOLD_KEYS
 from textdet.report import ModelRun, score_photos, write_report
 from textdet.report.figures import pyplot
+from textdet.runtime.checkpoint import thresholds_note
+from textdet.runtime.evaluator import sweep_report
 
 
 def evaluate_model(cfg: Config, ckpt: str | None, onnx: str | None, device: str | None, progress: bool,
                    sweep: bool, per_image: bool = False) -> dict:
-    """``evaluate_onnx`` for an ONNX model, else ``evaluate_checkpoint`` (``ckpt``, or the config's)."""
+    """``evaluate_onnx_model`` for an ONNX model, else ``evaluate_checkpoint`` (``ckpt``, or the config's)."""
     if onnx:
-        return evaluate_onnx(cfg, onnx, device=device, progress=progress, sweep=sweep, per_image=per_image)
+        return evaluate_onnx_model(cfg, onnx, device=device, progress=progress, sweep=sweep, per_image=per_image)
     return evaluate_checkpoint(cfg, ckpt=ckpt, device=device, progress=progress, sweep=sweep,
                                per_image=per_image)
 
@@ -31,7 +30,7 @@ def evaluate_model(cfg: Config, ckpt: str | None, onnx: str | None, device: str 
 def threshold_sources(cfg: Config, adopted: dict[str, float]) -> dict[str, str]:
     """Where each post-processing threshold came from: the checkpoint's training run, an -o override, the
     YAML."""
-    overridden = {o.split("=", 1)[0].strip() for o in getattr(getattr(cfg, "meta", None), "overrides", ())}
+    overridden = overridden_keys(cfg)
     sources = {}
     for key in THRESHOLD_KEYS:
         if key in adopted:
@@ -68,7 +67,8 @@ def compare_args(path: str) -> dict:
 def run_report(cfg: Config, config_path: str, ckpt: str | None, onnx: str | None, device: str | None,
                progress: bool, report_dir: str, compare: str | None = None) -> dict:
     """Evaluate (with the threshold grid), write ``report_dir/index.html`` and return the main model's result
-    with "report" (the page's path, seconds, megabytes) and, with ``compare``, "compare" (its figures)."""
+    with "report" (the page's path, seconds, megabytes), "error_kinds" (the page's tally of detection and word
+    kinds, ``ErrorTally.summary()``) and, with ``compare``, "compare" (its figures)."""
     pyplot()  # a missing matplotlib fails before the evaluation, not after it
     other = compare_args(compare) if compare else None
     if "img_path" not in cfg.eval.dataset.output_columns:  # the report draws each photo: the loader names it
@@ -95,5 +95,28 @@ def run_report(cfg: Config, config_path: str, ckpt: str | None, onnx: str | None
     if note:
         info["thresholds"] = note
     result["report"] = write_report(report_dir, runs, info)
+    result["error_kinds"] = runs[0].tally().summary()
     result["report"]["seconds"] = time.perf_counter() - start
     return result
+
+
+def result_text(result: dict, sweep: bool = False) -> str:
+    """``textdet eval``'s summary: the scores and where they came from (+ the thresholds taken from the
+    checkpoint, the compared model, the report page; with ``sweep`` the threshold grid)."""
+    line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision "
+            f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['images']} images, "
+            f"{result['eval_time']:.2f} s, {result['input_shapes']} input shape(s), checkpoint "
+            f"{result['checkpoint']})")
+    if "thresholds_from_checkpoint" in result:
+        line += "\n" + thresholds_note(result["thresholds_from_checkpoint"])
+    if "compare" in result:
+        other = result["compare"]
+        line += (f"\ncompared with {other['checkpoint']}: recall {other['recall']:.4f}, precision "
+                 f"{other['precision']:.4f}, f-score {other['f-score']:.4f}")
+    if "report" in result:
+        report = result["report"]
+        line += (f"\nreport: {report['path']} ({report['photos']} photos, {report['seconds']:.1f} s, "
+                 f"{report['megabytes']:.1f} MB)")
+    if sweep:
+        line += "\n" + sweep_report(result["sweep"])
+    return line

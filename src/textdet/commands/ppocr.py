@@ -1,6 +1,6 @@
 """``textdet convert ppocr``: a PP-OCR detection model (ONNX export) -> ``DIR/model.ckpt`` +
 ``DIR/<name>.yaml``, layers matched by graph order, folded BatchNorms and the threshold branch filled in
-(docs/DESIGN_NOTES.md)."""
+(docs/decisions/ppocr-import.md)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import torch
 import yaml
 from torch import nn
 
-from textdet.engine.checkpoint import atomic_save
 from textdet.errors import TextdetError
 from textdet.models import build_model
 from textdet.models.lcnetv3 import LearnableAffine
+from textdet.runtime.checkpoint import atomic_save
 
 RECIPE = Path(__file__).parents[1] / "recipes" / "synthetic_dbnet_r18.yaml"
 # PaddleOCR configs/det/PP-OCRv4/PP-OCRv4_mobile_det.yml; PP-OCRv5_mobile_det.yml is the same network
@@ -63,18 +63,15 @@ RELEASES = {
     "95931975df4fe354": "PP-OCRv5 mobile det",
     "c9397a699383d63d": "PP-OCRv6 small det",
 }
-# The fine-tuning learning rate (Adam, whole network) per release; other weights get FINE_TUNE_LR.
-# Measured (docs/DESIGN_NOTES.md, "Third round"): PP-OCRv5's weights collapse to an empty map at 1e-3,
-# and at 5e-4 with an update every photo; PP-OCRv4's scored highest at 1e-3.
+# The fine-tuning learning rate (Adam, whole network) per release; other weights get FINE_TUNE_LR, the
+# highest at which PP-OCRv5's weights did not collapse to an empty map
+# (docs/decisions/ppocr-fine-tuning-recipe.md).
 RELEASE_FINE_TUNE_LR = {"PP-OCRv4 mobile det": 1e-3}
 FINE_TUNE_LR = 3e-4
-# The backbone's share of that rate (optimizer.lr_mult), per release; other weights: the full rate.
-# Measured on PP-OCRv4 (docs/DESIGN_NOTES.md, "Fourth round"): a tenth for the backbone took away the
-# epoch that fell below zero-shot after the first. PP-OCRv5 at v4's rates (1e-3, backbone at a tenth) scored
-# no higher, on IC15 halves ("Eighth round") and on ICDAR2015's set-aside photos (0.737 against 0.754 at the
-# last epoch, "ICDAR2015's official split, seventh session"); v6 has not been run with it.
+# The backbone's share of that rate (optimizer.lr_mult), per release; other weights: the full rate. A tenth
+# keeps PP-OCRv4's early epochs above its start; PP-OCRv5 scores no higher with it, and v6 is not measured.
 RELEASE_BACKBONE_LR_MULT = {"PP-OCRv4 mobile det": 0.1}
-# The schedule, for every release (docs/DESIGN_NOTES.md, "ICDAR2015's official split"): 10 epochs of
+# The schedule, for every release (docs/decisions/ppocr-fine-tuning-recipe.md): 10 epochs of
 # 640 x 640 windows cut from the photos resized to a 736 px short side (a window costs the same whatever the
 # photo's size: a small photo enlarged to that size no longer costs more than a large one), at least
 # FINE_TUNE_EPOCH_SAMPLES windows an epoch (a few hundred photos are passed over several times), and an
@@ -85,11 +82,9 @@ FINE_TUNE_EPOCHS = 10
 FINE_TUNE_CROP = [640, 640]
 FINE_TUNE_EPOCH_SAMPLES = 450
 FINE_TUNE_VAL_INTERVAL = 5
-# loss.gap_weight: the weight of the penalty on P in the band around each word (DBLoss). Measured at 0.1
-# (docs/DESIGN_NOTES.md, "Eighth round" and "Ninth round"), last epoch on IC15-even: PP-OCRv4 0.679 against
-# 0.645 without, PP-OCRv5 0.670 against 0.630; PP-OCRv6 0.655 against 0.602 (with the start guard, "Eleventh
-# round"). PP-OCRv5 at 0.3 on ICDAR2015's official split learned faster but ended level on the set-aside
-# training photos (0.755 against 0.754: "ICDAR2015's official split, fourth session"): 0.1 stays.
+# loss.gap_weight: the weight of the penalty on P in the band around each word (DBLoss), which teaches a line
+# detector the gaps between words; a heavier weight learns faster but ends level
+# (docs/decisions/gap-penalty.md).
 GAP_WEIGHT = 0.1
 _KINDS = {nn.Conv2d: "conv", nn.ConvTranspose2d: "convT", nn.BatchNorm2d: "bn", LearnableAffine: "affine"}
 
@@ -271,8 +266,7 @@ def fill_threshold_branch(state: dict[str, torch.Tensor], start: float = 0.3) ->
     The copied layers give features that already respond to text. A plain copy of the last layer too would
     make T equal P, so that B = sigmoid(k (P - T)) starts at 0.5 everywhere and its Dice loss, through
     k = 50, pushes the shared layers away from the imported detector in the first steps; with T = 0.3, B
-    starts as the imported detector's own binarisation (docs/DESIGN_NOTES.md, "Fine-tuning an imported
-    detector").
+    starts as the imported detector's own binarisation (docs/decisions/ppocr-import.md).
     """
     for key in [k for k in state if k.startswith("head.segm.")]:
         state["head.thresh." + key.removeprefix("head.segm.")] = state[key].clone()
@@ -287,10 +281,8 @@ def _set_dataset(split: dict, data_dir: str, label_file: str) -> None:
 
 
 # Training windows are cut from photos resized to a 736 px short side, as PaddleOCR's det configs evaluate
-# ICDAR2015 (DetResizeForTest). Evaluation enlarges a little more: on the start guard's 100 set-aside
-# training photos of ICDAR2015, the same fine-tuned weights scored 0.729 / 0.754 / 0.747 / 0.725 at a short
-# side of 736 / 864 / 960 / 1152 (best threshold pair of each; docs/DESIGN_NOTES.md, "ICDAR2015's official
-# split, second run"): small words gain, at 1.3 to 1.6 times an evaluation's time.
+# ICDAR2015 (DetResizeForTest). Evaluation enlarges a little more, where small words gain, at 1.6 times an
+# evaluation's time; larger sizes lose again (docs/decisions/ppocr-fine-tuning-recipe.md).
 TRAIN_RESIZE = {"limit_type": "min", "limit_side_len": 736, "divisor": 32, "rounding": "nearest"}
 EVAL_RESIZE = {**TRAIN_RESIZE, "limit_side_len": 864}
 
@@ -299,13 +291,13 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
     """The built-in recipe with PaddleOCR's network, pre- and post-processing and fine-tuning defaults.
 
     Data in MindOCR's layout (``train/images`` + ``train_gt.txt``, ``val/images`` + ``test_gt.txt``);
-    ``release`` (the name ``identify`` gives) picks the learning rate. The fine-tuning defaults and the
-    measurements behind them: docs/DESIGN_NOTES.md, "Fine-tuning an imported detector".
+    ``release`` (the name ``identify`` gives) picks the learning rate. The fine-tuning defaults and why:
+    docs/decisions/fine-tuning-defaults.md and docs/decisions/ppocr-fine-tuning-recipe.md.
     """
     cfg = yaml.safe_load(RECIPE.read_text())
     cfg["model"] = {"type": "det", "transform": None, **arch.network, "pretrained": ckpt, "resume": False}
     cfg["postprocess"].update(binary_thresh=0.3, box_thresh=0.6, expand_ratio=1.5)  # det_db_* defaults
-    # Fine-tuning defaults, each measured on real photos (docs/DESIGN_NOTES.md): BatchNorms on their imported
+    # Fine-tuning defaults (docs/decisions/fine-tuning-defaults.md): BatchNorms on their imported
     # statistics, PaddleOCR's Dice loss on P plus the gap penalty (P pushed to 0 in the band around each
     # word, where a line detector's P is saturated), no threshold branch (inference uses P alone; the branch
     # cost a seventh of each step and bought no f-score), the whole network learning (a frozen backbone and
@@ -352,7 +344,8 @@ def ppocr_config(ckpt: str, name: str, arch: Architecture, release: str) -> dict
                 pipeline.append({"RandomTextCrop": {"crop_size": list(FINE_TUNE_CROP)}})
         cfg[split]["dataset"]["transform_pipeline"] = pipeline
     # P's targets and BorderMap's band around each word, where the gap penalty pushes P to 0: the threshold
-    # branch does not train, but PP-OCR draws lines and ICDAR2015-style labels are words (DESIGN_NOTES)
+    # branch does not train, but PP-OCR draws lines and ICDAR2015-style labels are words
+    # (docs/decisions/gap-penalty.md)
     train_columns = ["image", "binary_map", "mask", "thresh_map", "thresh_mask"]
     cfg["train"]["dataset"].update(output_columns=train_columns, label_column_index=[1, 2, 3, 4],
                                    min_epoch_samples=FINE_TUNE_EPOCH_SAMPLES)

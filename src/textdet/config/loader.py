@@ -15,6 +15,7 @@ from typing import Any, Union
 
 import yaml
 
+from textdet.config.overrides import PIPELINE_KEY, apply_override, parse_override
 from textdet.config.schema import IGNORED_KEYS, Config
 from textdet.errors import ConfigError
 
@@ -27,17 +28,42 @@ class ConfigMeta:
     lines: dict[str, int] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)
+    # an override that names a transform -> the same key with its position, which the YAML lines use:
+    # eval.dataset.transform_pipeline.DetResize.x -> eval.dataset.transform_pipeline.2.DetResize.x
+    positions: dict[str, str] = field(default_factory=dict)
 
     def where(self, key_path: str) -> str:
-        """``file:line`` (or ``-o`` / ``default``) for a dotted key path, for error messages."""
-        if any(o.split("=", 1)[0].strip() == key_path for o in self.overrides):
-            return f"-o {key_path}"
-        probe = key_path
+        """``file:line`` (or ``-o`` / ``default``) for a dotted key path, for error messages; a transform in
+        the path may be given by its position or by its name."""
+        positional = self.positional_path(key_path)
+        for text in self.overrides:
+            written = text.split("=", 1)[0].strip()
+            if positional in (written, self.positions.get(written, written)):
+                return f"-o {written}"
+        probe = positional
         while probe:
             if probe in self.lines:
                 return f"{self.path}:{self.lines[probe]}"
             probe = probe.rpartition(".")[0]
         return self.path or "built-in config"
+
+    def positional_path(self, key_path: str) -> str:
+        """``...transform_pipeline.DetResize.x`` -> ``...transform_pipeline.2.DetResize.x``: a transform
+        given by name gets the position of the first of that name, as an override set it or as the YAML file
+        has it."""
+        if key_path in self.positions:
+            return self.positions[key_path]
+        parts = key_path.split(".")
+        for i in range(1, len(parts)):
+            if parts[i - 1] != PIPELINE_KEY or parts[i].isdigit():
+                continue
+            pipeline_key = ".".join(parts[:i])
+            index = 0
+            while f"{pipeline_key}.{index}" in self.lines:
+                if f"{pipeline_key}.{index}.{parts[i]}" in self.lines:
+                    return ".".join([*parts[:i], str(index), *parts[i:]])
+                index += 1
+        return key_path
 
 
 def _line_map(node: yaml.Node, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
@@ -75,42 +101,6 @@ def read_yaml(path: str) -> tuple[dict, dict[str, int]]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
     return data, (_line_map(node) if node is not None else {})
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """Split ``a.b.c=value`` into a key path and a YAML-parsed value."""
-    if "=" not in text:
-        raise ConfigError(f"-o {text!r}: expected key.path=value, e.g. -o train.loader.batch_size=4")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"-o {text!r}: empty key path")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"-o {text!r}: value is not valid YAML ({e})") from None
-    return key.split("."), value
-
-
-def apply_override(data: dict, keys: list[str], value: Any) -> None:
-    """Set ``data[k1][k2]... = value``, creating mappings and indexing lists by number."""
-    node: Any = data
-    for i, k in enumerate(keys[:-1]):
-        nxt = node[int(k)] if isinstance(node, list) else node.get(k)
-        if nxt is None:
-            if isinstance(node, list):
-                raise ConfigError(f"-o {'.'.join(keys)}: list index {k} is out of range")
-            nxt = node[k] = {}
-        if not isinstance(nxt, (dict, list)):
-            raise ConfigError(f"-o {'.'.join(keys)}: {'.'.join(keys[: i + 1])} is a value, not a section")
-        node = nxt
-    last = keys[-1]
-    if isinstance(node, list):
-        if not last.isdigit() or int(last) >= len(node):
-            raise ConfigError(f"-o {'.'.join(keys)}: list index {last} is out of range")
-        node[int(last)] = value
-    else:
-        node[last] = value
 
 
 def _ignored_reason(path: str) -> str | None:
@@ -205,7 +195,10 @@ def load_config(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -
     data, lines = read_yaml(path) if path else ({}, {})
     meta = ConfigMeta(path=path, lines=lines, overrides=list(overrides))
     for text in overrides:
-        apply_override(data, *parse_override(text))
+        keys, value = parse_override(text)
+        positional = apply_override(data, keys, value)
+        if positional != keys:
+            meta.positions[".".join(keys)] = ".".join(positional)
     return config_from_dict(data, meta)
 
 

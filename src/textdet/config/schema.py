@@ -165,6 +165,9 @@ class EvalConfig:
     loader: LoaderConfig = field(default_factory=LoaderConfig)
     # textdet: pad each resized image to the smallest of a few [H, W] shapes (auto = chosen from the data set)
     shape_buckets: str | list | None = None
+    # textdet: read pages larger than [H, W] at their own pixels in tiles of that size (None: shrink them)
+    tile: list | None = None
+    tile_overlap: int | None = None  # textdet: pixels neighbouring tiles share (None: a fifth of the tile, /32)
 
 
 @dataclass

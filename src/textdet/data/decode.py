@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 
 from textdet.config.components import component_repr
-from textdet.data.formats import IGNORE_TEXTS
+from textdet.data.annotations import IGNORE_TEXTS
 from textdet.errors import SampleError
 from textdet.geometry import poly_bounds, polygon_area, polygon_areas
 

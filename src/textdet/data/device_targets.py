@@ -1,5 +1,6 @@
 """DB targets built per batch on the training device (``train.targets_on_device``): workers only decode and warp,
-the four maps come from one distance field per pixel batch (how: docs/DESIGN_NOTES.md)."""
+the four maps come from one distance field per pixel batch (how:
+docs/decisions/where-targets-are-made.md)."""
 
 from __future__ import annotations
 

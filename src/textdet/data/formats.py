@@ -10,100 +10,23 @@ import math
 import os
 import posixpath
 import re
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
-from xml.etree import ElementTree
 
+from textdet.data.annotations import (
+    Record,
+    Summary,
+    add_region,
+    load_json,
+    parse_points,
+    plain_points,
+    require_keys,
+)
+from textdet.data.xml_formats import read_alto, read_page
 from textdet.errors import DataError
 
 logger = logging.getLogger("textdet")
-IGNORE = "###"  # what every reader writes for a region to ignore
-IGNORE_TEXTS = ("###", "*")  # what training and scoring ignore (MindOCR's DetLabelEncode: both)
-SHAPES = ("outline", "hull", "quad")  # how convert writes each region (label_shapes.reshape_points)
-Record = tuple[str, list[dict]]
-
-
-def text_region_count(annotations: list[dict]) -> int:
-    """How many of one image's regions are text to find (not marked ``###`` or ``*``)."""
-    return sum(a.get("transcription") not in IGNORE_TEXTS for a in annotations)
-
-
-@dataclass
-class Summary:
-    """What a conversion kept and skipped (printed by ``textdet convert``)."""
-
-    images: int = 0
-    regions: int = 0
-    ignored: int = 0  # regions marked ### or * (not text to find)
-    split: int = 0  # text regions whose DB shrink falls apart into several pieces (label_shapes)
-    skipped: Counter = field(default_factory=Counter)
-
-    def skip(self, where: str, what: str) -> None:
-        logger.warning("%s: %s; skipped", where, what)
-        self.skipped[what] += 1
-
-    def __str__(self) -> str:
-        skipped = "; skipped " + ", ".join(f"{n} x {w}" for w, n in self.skipped.items()) if self.skipped else ""
-        ignored = f"{self.ignored} ignored: ### or *"
-        return f"{self.images} images, {self.regions} text regions ({ignored}){skipped}"
-
-
-def _load_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            return json.load(f)
-    except OSError as e:
-        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not valid JSON ({e})") from None
-
-
-def _need(obj: Any, keys: tuple[str, ...], where: str, what: str) -> None:
-    missing = [k for k in keys if not isinstance(obj, dict) or k not in obj]
-    if missing:
-        raise DataError(f"{where}: not {what}: missing {', '.join(map(repr, missing))}")
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _points(value: Any, where: str) -> list[list[float]]:
-    """``[[x, y], ...]`` or flat ``[x1, y1, x2, y2, ...]`` -> ``[[x, y], ...]`` floats; DataError otherwise."""
-    flat = isinstance(value, list) and all(map(_number, value))
-    pairs = [value[i : i + 2] for i in range(0, len(value), 2)] if flat else value
-    if not isinstance(pairs, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2 and all(map(_number, p))
-                                              for p in pairs):
-        raise DataError(f"{where}: expected points [[x, y], ...] or [x1, y1, ...], got {json.dumps(value)[:80]}")
-    return [[float(x), float(y)] for x, y in pairs]
-
-
-def plain_points(points: Any) -> list[list[int | float]]:
-    """Points as JSON numbers: integers stay integers, others are rounded to 0.01 px."""
-    return [[_json_number(float(c)) for c in p] for p in points]
-
-
-def _json_number(value: float) -> int | float:
-    """``value`` rounded to 0.01, as an int when that is whole (181.999 -> 182, not 182.0)."""
-    rounded = round(value, 2)
-    return int(rounded) if rounded.is_integer() else rounded
-
-
-def _add(anns: list[dict], points: list, text: Any, ignore: bool, where: str, summary: Summary) -> bool:
-    """Append a text region (True), or count a polygon that cannot be one as skipped (False)."""
-    from textdet.geometry import polygon_area
-
-    if len(points) < 3 or polygon_area(points) <= 0:
-        summary.skip(where, "polygon with fewer than 3 points or zero area")
-        return False
-    text = IGNORE if ignore or text == IGNORE else ("" if text is None else str(text))
-    anns.append({"transcription": text, "points": plain_points(points)})
-    summary.regions += 1
-    summary.ignored += text in IGNORE_TEXTS  # "*" too: training ignores both
-    return True
 
 
 def read_labelme(src: str, summary: Summary, image_dir: str | None = None) -> list[Record]:
@@ -113,33 +36,33 @@ def read_labelme(src: str, summary: Summary, image_dir: str | None = None) -> li
         raise DataError(f"{src}: expected a folder of labelme .json files, found none")
     records = []
     for path in files:
-        doc = _load_json(path)
+        doc = load_json(path)
         if not isinstance(doc, dict) or "shapes" not in doc:  # e.g. predict's predictions.json beside them
             summary.skip(path, "JSON file that is not a labelme file (no 'shapes')")
             continue
-        _need(doc, ("imagePath",), path, "a labelme file")
+        require_keys(doc, ("imagePath",), path, "a labelme file")
         image = os.path.join(os.path.dirname(path), str(doc["imagePath"]).replace("\\", "/"))
         name = os.path.relpath(image, image_dir or src).replace(os.sep, "/")
         anns: list[dict] = []
         for i, shape in enumerate(doc["shapes"]):
             where = f"{path}: shapes[{i}]"
-            _need(shape, ("label", "points"), where, "a labelme shape")
-            kind, pts = shape.get("shape_type") or "polygon", _points(shape["points"], where)
+            require_keys(shape, ("label", "points"), where, "a labelme shape")
+            kind, pts = shape.get("shape_type") or "polygon", parse_points(shape["points"], where)
             if kind == "rectangle" and len(pts) == 2:
                 (x0, x1), (y0, y1) = sorted(p[0] for p in pts), sorted(p[1] for p in pts)
                 pts = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
             elif kind != "polygon":
                 summary.skip(where, f"labelme {kind} shape (only polygon and rectangle are text regions)")
                 continue
-            _add(anns, pts, shape["label"], False, where, summary)
+            add_region(anns, pts, shape["label"], False, where, summary)
         records.append((name, anns))
     return records
 
 
 def read_cocotext(src: str, summary: Summary, split: str | None = None) -> list[Record]:
     """COCO-Text v2 JSON (anns with mask, utf8_string, legibility); --split train|val when it holds both"""
-    doc = _load_json(src)
-    _need(doc, ("anns", "imgs", "imgToAnns"), src, "a COCO-Text v2 file")
+    doc = load_json(src)
+    require_keys(doc, ("anns", "imgs", "imgToAnns"), src, "a COCO-Text v2 file")
     sets = sorted({str(img.get("set")) for img in doc["imgs"].values()})
     if split is None and len(sets) > 1:
         raise DataError(f"{src}: holds {' and '.join(sets)} images; pick one with --split {'|'.join(sets)}")
@@ -147,14 +70,14 @@ def read_cocotext(src: str, summary: Summary, split: str | None = None) -> list[
     for img_id, img in sorted(doc["imgs"].items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else kv[0]):
         if split is not None and img.get("set") != split:
             continue
-        _need(img, ("file_name",), f"{src}: imgs[{img_id}]", "a COCO-Text image")
+        require_keys(img, ("file_name",), f"{src}: imgs[{img_id}]", "a COCO-Text image")
         anns: list[dict] = []
         for ann_id in doc["imgToAnns"].get(str(img_id), []):
             where = f"{src}: anns[{ann_id}]"
             ann = doc["anns"].get(str(ann_id))
             if ann is None:
                 raise DataError(f"{src}: imgToAnns[{img_id}] names annotation {ann_id}, which is not in anns")
-            _add(anns, _points(ann.get("mask"), where), ann.get("utf8_string", ""),
+            add_region(anns, parse_points(ann.get("mask"), where), ann.get("utf8_string", ""),
                  ann.get("legibility") == "illegible", where, summary)
         records.append((img["file_name"], anns))
     return records
@@ -172,11 +95,11 @@ def _ls_image_name(data: dict, where: str) -> str:
 
 def _ls_geometry(value: dict, result: dict, where: str) -> list[list[float]]:
     """Percent of the image -> pixels; a rectangle turns by ``rotation`` degrees clockwise about its top-left."""
-    _need(result, ("original_width", "original_height"), where, "a Label Studio region")
+    require_keys(result, ("original_width", "original_height"), where, "a Label Studio region")
     sx, sy = result["original_width"] / 100.0, result["original_height"] / 100.0
     if "points" in value:
-        return [[x * sx, y * sy] for x, y in _points(value["points"], where)]
-    _need(value, ("x", "y", "width", "height"), where, "a Label Studio rectangle")
+        return [[x * sx, y * sy] for x, y in parse_points(value["points"], where)]
+    require_keys(value, ("x", "y", "width", "height"), where, "a Label Studio rectangle")
     x, y, w, h = value["x"] * sx, value["y"] * sy, value["width"] * sx, value["height"] * sy
     c, s = math.cos(math.radians(value.get("rotation", 0))), math.sin(math.radians(value.get("rotation", 0)))
     return [[x + dx * c - dy * s, y + dx * s + dy * c] for dx, dy in ((0, 0), (w, 0), (w, h), (0, h))]
@@ -184,13 +107,13 @@ def _ls_geometry(value: dict, result: dict, where: str) -> list[list[float]]:
 
 def read_labelstudio(src: str, summary: Summary) -> list[Record]:
     """Label Studio JSON export of an OCR project (polygon/rectangle regions, textarea transcriptions)"""
-    tasks = _load_json(src)
+    tasks = load_json(src)
     if not isinstance(tasks, list):
         raise DataError(f"{src}: expected Label Studio's JSON export (a list of tasks); JSON-MIN/CSV lack regions")
     records = []
     for t, task in enumerate(tasks):
         where = f"{src}: task {task.get('id', t) if isinstance(task, dict) else t}"
-        _need(task, ("data",), where, "a Label Studio task")
+        require_keys(task, ("data",), where, "a Label Studio task")
         done = [a for a in task.get("annotations") or [] if not a.get("was_cancelled")]
         if not done:
             summary.skip(where, "task without a completed annotation")
@@ -207,23 +130,24 @@ def read_labelstudio(src: str, summary: Summary) -> list[Record]:
                 summary.skip(f"{where} result {rid}", f"Label Studio {kind} result")
         anns: list[dict] = []
         for rid, pts in shapes.items():
-            _add(anns, pts, texts.get(rid, ""), False, f"{where} region {rid}", summary)
+            add_region(anns, pts, texts.get(rid, ""), False, f"{where} region {rid}", summary)
         records.append((_ls_image_name(task["data"], where), anns))
     return records
 
 
 def read_mmocr(src: str, summary: Summary) -> list[Record]:
     """MMOCR 1.x TextDetDataset JSON (data_list of instances: polygon, ignore, text)"""
-    doc = _load_json(src)
-    _need(doc, ("data_list",), src, "an MMOCR 1.x annotation file")
+    doc = load_json(src)
+    require_keys(doc, ("data_list",), src, "an MMOCR 1.x annotation file")
     records = []
     for i, item in enumerate(doc["data_list"]):
-        _need(item, ("img_path",), f"{src}: data_list[{i}]", "an MMOCR data entry")
+        require_keys(item, ("img_path",), f"{src}: data_list[{i}]", "an MMOCR data entry")
         anns: list[dict] = []
         for j, inst in enumerate(item.get("instances", [])):
             where = f"{src}: data_list[{i}].instances[{j}]"
-            _need(inst, ("polygon",), where, "an MMOCR text instance")
-            _add(anns, _points(inst["polygon"], where), inst.get("text", ""), bool(inst.get("ignore")), where, summary)
+            require_keys(inst, ("polygon",), where, "an MMOCR text instance")
+            points = parse_points(inst["polygon"], where)
+            add_region(anns, points, inst.get("text", ""), bool(inst.get("ignore")), where, summary)
         records.append((item["img_path"], anns))
     return records
 
@@ -231,7 +155,7 @@ def read_mmocr(src: str, summary: Summary) -> list[Record]:
 def read_labels(src: str, summary: Summary) -> list[Record]:
     """MindOCR/PaddleOCR label file, or textdet predict's predictions.json (for --to labelme)"""
     if src.endswith(".json"):
-        doc = _load_json(src)
+        doc = load_json(src)
         if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
             raise DataError(f"{src}: expected predict's predictions.json: {{image: [{{points, score}}, ...]}}")
         rows = [(name, items, f"{src}: {name!r}") for name, items in doc.items()]
@@ -249,120 +173,13 @@ def read_labels(src: str, summary: Summary) -> list[Record]:
     for name, items, where in rows:
         anns: list[dict] = []
         for k, item in enumerate(items):
-            _need(item, ("points",), f"{where} entry {k}", "a polygon")
-            pts = _points(item["points"], f"{where} entry {k}")
-            if _add(anns, pts, item.get("transcription"), False, f"{where} entry {k}", summary) and "score" in item:
+            require_keys(item, ("points",), f"{where} entry {k}", "a polygon")
+            pts = parse_points(item["points"], f"{where} entry {k}")
+            added = add_region(anns, pts, item.get("transcription"), False, f"{where} entry {k}", summary)
+            if added and "score" in item:
                 anns[-1]["score"] = item["score"]
         out.append((name, anns))
     return out
-
-
-def _xml_files(src: str, what: str) -> list[str]:
-    files = sorted(os.path.join(folder, name) for folder, _, names in os.walk(src)
-                   for name in names if name.lower().endswith(".xml"))
-    if not files:
-        raise DataError(f"{src}: expected a folder of {what} .xml files, found none")
-    return files
-
-
-def _xml_root(path: str) -> ElementTree.Element:
-    try:
-        return ElementTree.parse(path).getroot()
-    except OSError as e:
-        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
-    except ElementTree.ParseError as e:
-        raise DataError(f"{path}: not valid XML ({e})") from None
-
-
-def _tag(element: ElementTree.Element) -> str:
-    """The element's name without its namespace: ALTO and PAGE each have several versions' namespaces."""
-    return element.tag.rsplit("}", 1)[-1]
-
-
-def _descendants(element: ElementTree.Element, name: str) -> list[ElementTree.Element]:
-    return [e for e in element.iter() if _tag(e) == name]
-
-
-def _children(element: ElementTree.Element, name: str) -> list[ElementTree.Element]:
-    return [e for e in element if _tag(e) == name]
-
-
-def _xml_points(value: str | None, where: str) -> list[list[float]]:
-    """``"x y x y ..."`` (ALTO 4) or ``"x,y x,y ..."`` (PAGE, older ALTO) -> ``[[x, y], ...]``."""
-    try:
-        numbers = [float(v) for v in (value or "").replace(",", " ").split()]
-    except ValueError:
-        raise DataError(f"{where}: points must be numbers, got {value[:80]!r}") from None
-    return _points(numbers, where)
-
-
-def _xml_image_name(value: str | None, path: str, element: str) -> str:
-    """The image's file name without folders: exports often store the path on the machine that made them."""
-    name = posixpath.basename((value or "").strip().replace("\\", "/"))
-    if not name:
-        raise DataError(f"{path}: no image file name in {element}: the image these lines label is unknown")
-    return name
-
-
-def _alto_line_points(line: ElementTree.Element, where: str) -> list[list[float]]:
-    """The TextLine's own Shape polygon, else its HPOS/VPOS/WIDTH/HEIGHT box."""
-    for shape in _children(line, "Shape"):
-        for polygon in _children(shape, "Polygon"):
-            return _xml_points(polygon.get("POINTS"), where)
-    try:
-        x, y, w, h = (float(line.get(key, "")) for key in ("HPOS", "VPOS", "WIDTH", "HEIGHT"))
-    except ValueError:
-        raise DataError(f"{where}: no Shape polygon and no numeric HPOS, VPOS, WIDTH, HEIGHT") from None
-    return [[x, y], [x + w, y], [x + w, y + h], [x, y + h]]
-
-
-def read_alto(src: str, summary: Summary) -> list[Record]:
-    """a folder of ALTO XML files (eScriptorium, Kraken): one text region per TextLine"""
-    records = []
-    for path in _xml_files(src, "ALTO"):
-        root = _xml_root(path)
-        if _tag(root) != "alto":
-            summary.skip(path, "XML file that is not ALTO (no <alto> root)")
-            continue
-        for unit in _descendants(root, "MeasurementUnit"):
-            unit_name = (unit.text or "").strip()
-            if unit_name not in ("", "pixel"):
-                raise DataError(f"{path}: MeasurementUnit {unit_name!r}: only pixel coordinates can be "
-                                "converted; export the ALTO with pixel units")
-        names = _descendants(root, "fileName")
-        name = _xml_image_name(names[0].text if names else None, path, "<sourceImageInformation><fileName>")
-        anns: list[dict] = []
-        for i, line in enumerate(_descendants(root, "TextLine")):
-            where = f"{path}: TextLine {line.get('ID', i)}"
-            text = " ".join(s.get("CONTENT", "") for s in _children(line, "String"))
-            _add(anns, _alto_line_points(line, where), text, False, where, summary)
-        records.append((name, anns))
-    return records
-
-
-def read_page(src: str, summary: Summary) -> list[Record]:
-    """a folder of PAGE XML files (Transkribus, eScriptorium, OCR-D): one text region per TextLine"""
-    records = []
-    for path in _xml_files(src, "PAGE"):
-        root = _xml_root(path)
-        pages = _descendants(root, "Page")
-        if _tag(root) != "PcGts" or not pages:
-            summary.skip(path, "XML file that is not PAGE (no <PcGts> root with a <Page>)")
-            continue
-        name = _xml_image_name(pages[0].get("imageFilename"), path, "<Page imageFilename>")
-        anns: list[dict] = []
-        for i, line in enumerate(_descendants(root, "TextLine")):
-            where = f"{path}: TextLine {line.get('id', i)}"
-            coords = _children(line, "Coords")
-            if not coords:
-                summary.skip(where, "TextLine without Coords")
-                continue
-            texts = [unicode.text or "" for equiv in _children(line, "TextEquiv")
-                     for unicode in _children(equiv, "Unicode")]
-            _add(anns, _xml_points(coords[0].get("points"), where), texts[0] if texts else "", False, where,
-                 summary)
-        records.append((name, anns))
-    return records
 
 
 FORMATS: dict[str, Callable[..., list[Record]]] = {

@@ -1,6 +1,7 @@
 """MindOCR's geometric training transforms (flip, rotate, scale, crop, validate): each is one affine map on
 pixel-centre coordinates, applied alike to pixels and polygons; ``plan()`` returns it for ``pipeline.FusedGeometry``
-(coordinates and the MindOCR difference: docs/DESIGN_NOTES.md)."""
+(coordinates: docs/decisions/fused-pipeline.md; MindOCR differences:
+docs/decisions/mindocr-behaviours.md)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ DB's probability target is each text polygon shrunk inwards by D = A (1 - r^2) /
 the ink (eScriptorium's and Kraken's line masks, ALTO or PAGE) pinches between words, and its shrink falls
 apart into several pieces there: a model that learns that target draws several boxes where the label has
 one, and is charged a miss and false alarms for each. Its convex hull or its minimum-area rectangle shrinks
-to one piece.
+to one piece; relabelling is the user's choice (docs/decisions/label-shapes.md).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from textdet.data.formats import IGNORE_TEXTS, SHAPES, Record, plain_points
+from textdet.data.annotations import IGNORE_TEXTS, SHAPES, Record, plain_points
 from textdet.data.targets import shrink_polygon
 from textdet.geometry import quad_corners
 

@@ -39,7 +39,8 @@ def is_fusable(transform: object) -> bool:
 
 class FusedGeometry:
     """Flip / rotate / scale / crop as one affine warp of the original image: same crop and polygons as the sequential
-    pipeline, pixels interpolated once; ``color``: a RandomColorAdjust moved onto the crop (docs/DESIGN_NOTES.md)."""
+    pipeline, pixels interpolated once; ``color``: a RandomColorAdjust moved onto the crop
+    (docs/decisions/fused-pipeline.md)."""
 
     def __init__(self, steps: list[Transform], color: RandomColorAdjust | None = None) -> None:
         if not steps or not all(is_fusable(t) for t in steps):

@@ -90,12 +90,13 @@ def _round_up(value: int, divisor: int) -> int:
 
 class DetResize:
     """Resize for evaluation/inference and record ``shape_list = [src_h, src_w, scale_h, scale_w]``, with MindOCR's
-    ``limit_type`` / ``target_size`` / ``divisor`` semantics (and differences: docs/DESIGN_NOTES.md)."""
+    ``limit_type`` / ``target_size`` / ``divisor`` semantics (and differences:
+    docs/decisions/mindocr-behaviours.md)."""
 
     def __init__(self, target_size: tuple[int, int] | None = None, keep_ratio: bool = True, padding: bool = False,
                  limit_type: str | None = "min", limit_side_len: int = 736, force_divisable: bool = True,
                  divisor: int = 32, interpolation: int = cv2.INTER_LINEAR, rounding: str = "up",
-                 max_side_limit: int = 4000) -> None:
+                 max_side_limit: int = 4000, tile: tuple[int, int] | None = None) -> None:
         if rounding not in ("up", "nearest"):
             raise ValueError(f"rounding must be 'up' or 'nearest', got {rounding!r}")
         self.rounding = rounding
@@ -121,9 +122,14 @@ class DetResize:
         self.divisor = divisor
         self.interpolation = interpolation
         self.max_side_limit = max_side_limit
+        # A page larger than this (H, W) keeps its own pixels (rounded up to the divisor): the model reads it in
+        # tiles of that size (runtime/tiles.py). None: every page is resized as above.
+        self.tile = None if tile is None else check_pair(tile, "tile", positive=True, integer=True)
 
     def output_size(self, h: int, w: int) -> tuple[int, int, bool]:
         """Return (resize_h, resize_w, pad_to_target) for an (h, w) image."""
+        if self.tile is not None and (h > self.tile[0] or w > self.tile[1]):
+            return _round_up(h, self.divisor), _round_up(w, self.divisor), False
         scale, allow_pad = 1.0, False
         if self.limit_type == "min" and min(h, w) < self.limit_side_len:
             scale = self.limit_side_len / min(h, w)

@@ -1,5 +1,6 @@
 """Synthetic ICDAR2015-layout text-detection data, so that everything runs with no download: word-level clockwise
-quads, never overlapping, tiny and faded words ``###``; same seed, same bytes (how and why: docs/DESIGN_NOTES.md)."""
+quads, never overlapping, tiny and faded words ``###``; same seed, same bytes (how and why:
+docs/decisions/synthetic-data.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """DB training targets: the shrunk probability map (ShrinkBinaryMap) and the border/threshold map (BorderMap).
 
 Sample-dict transforms run in loader workers on the HWC image, after geometric augmentation, before
-NormalizeImage. MindOCR's ``det_transforms.py`` semantics with three deliberate differences: docs/DESIGN_NOTES.md.
+NormalizeImage (docs/decisions/where-targets-are-made.md). MindOCR's ``det_transforms.py`` semantics with
+three deliberate differences: docs/decisions/mindocr-behaviours.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ __all__ = ["BorderMap", "ShrinkBinaryMap", "shrink_polygon"]
 
 # Longest edge, in units of D, whose distances are computed in float32 (see _min_sq_dist_to_segment).
 _FLOAT32_MAX_LENGTH = 64.0
+
+
+# The DB targets, by output column name: what DBLoss takes (MindOCR passes them by position through
+# label_column_index).
+LOSS_COLUMNS = ("binary_map", "mask", "thresh_map", "thresh_mask")
 
 
 def _check_ratio(shrink_ratio: float) -> float:

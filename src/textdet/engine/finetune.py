@@ -12,8 +12,7 @@ def freeze_batchnorm(model: nn.Module) -> None:
 
     Fine-tuning an imported detector needs this: its BatchNorms hold the statistics of the data it was
     trained on (or, where the export folded them into convolutions, an identity), and batch statistics
-    of a few crops compute another function from the first step on (docs/DESIGN_NOTES.md, "Fine-tuning
-    an imported detector").
+    of a few crops compute another function from the first step on (docs/decisions/fine-tuning-defaults.md).
     """
     for module in model.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
@@ -43,7 +42,7 @@ def freeze_parts(model: nn.Module, parts: list[str]) -> None:
 
     A frozen part runs forward only (no activations kept for a backward pass). On a CPU a frozen backbone
     takes 2.0x to 2.7x more crops a minute; freezing only the first, full-resolution stages of an imported
-    backbone saves a smaller share of each step (docs/DESIGN_NOTES.md, "Fine-tuning an imported detector").
+    backbone saves a smaller share of each step (docs/decisions/fine-tuning-defaults.md).
     """
     for part in parts:
         frozen_module(model, part).requires_grad_(False)

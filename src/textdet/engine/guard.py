@@ -1,26 +1,18 @@
 """The start guard (``train.guard_holdout``): fine-tuning hands back the model it started from unless
 training beat it on training photos set aside for that.
 
-Fine-tuning an imported detector on photos it already fits (scanned receipts labelled as PP-OCR draws) moves
-it off its optimum: every epoch scored a little below the imported model (docs/DESIGN_NOTES.md, "Eleventh
-round"). Users of PaddleOCR report the same (a fine-tuned hmean below the model they started from). So
-each evaluation first scores the trained model on training photos set aside for it (never trained on,
-never the eval split) and keeps it only when it beats the start there by ``train.guard_margin``; otherwise
-that epoch's evaluation and checkpoints hold the start's weights. Training itself goes on from the trained
-weights either way: a later epoch can still win.
+Fine-tuning an imported detector on photos it already fits moves it off its optimum, so each evaluation
+first scores the trained model on training photos set aside for it (never trained on, never the eval split)
+and keeps it only when it beats the start there by the least win: the larger of ``train.guard_margin`` and
+``train.guard_regions`` / N, with N the text regions set aside (finding one more of them raises the f-score
+by about 1/N), so that one region found or lost on a few photos does not decide. Otherwise that epoch's
+evaluation and checkpoints hold the start's weights; training goes on from the trained weights either way,
+so a later epoch can still win. Why and the evidence: docs/decisions/start-guard.md.
 
 With ``train.guard_thresholds`` the set-aside photos also re-choose the post-processing thresholds for the
-trained model: fine-tuning moves the probability map's calibration, so the imported model's binary_thresh
-stops fitting (ICDAR2015: 0.6 where PP-OCR ships 0.3; docs/DESIGN_NOTES.md, "Thirteenth round"). Both
-models are then compared at their best pair of the same grid, so the trained one gains nothing from having
-more pairs to pick from; the start keeps the config's thresholds, the ones it was published with.
-
-On a few set-aside pages a fixed margin is about one text region: 0.01 f-score is one line of the 89 on six
-handwritten pages, and one line found or lost is noise there (PP-OCRv5 won by exactly that on the pages set
-aside, then scored below its start on the eval split; docs/DESIGN_NOTES.md, "Fifteenth round"). So the win
-must also be worth about ``train.guard_regions`` text regions: finding one more of the N regions set aside
-raises the f-score by about 1/N (2 / (N + detections): a little less where the model over-detects), so
-the least win is the larger of ``guard_margin`` and ``guard_regions`` / N.
+trained model, whose calibration fine-tuning moves. Both models are compared at their best pair of the same
+grid, so the trained one gains nothing from having more pairs to pick from; the start keeps the config's
+thresholds, the ones it was published with (docs/decisions/thresholds-while-fine-tuning.md).
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ import logging
 
 from torch import nn
 
-from textdet.engine.evaluator import Evaluator, best_row
+from textdet.runtime.evaluator import Evaluator, best_row
 
 logger = logging.getLogger("textdet")
 

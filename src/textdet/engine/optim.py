@@ -106,7 +106,7 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict, where: s
 
 def build_optimizer_in_background(model: nn.Module, opt: str, *args, **kwargs) -> Future:
     """``build_optimizer`` in a thread, the name checked at once: torch.optim's first use imports torch._dynamo (1.3 s
-    on a CPU), which then runs while the first batch is fetched and computed (docs/BENCHMARKS.md, start-up)."""
+    on a CPU), which then runs while the first batch is fetched and computed (docs/decisions/start-up.md)."""
     lookup(OPTIMIZERS, opt.lower(), "optimizer.opt", "optimizer")
     pool = ThreadPoolExecutor(1, thread_name_prefix="textdet-optimizer")
     future = pool.submit(build_optimizer, model, opt, *args, **kwargs)

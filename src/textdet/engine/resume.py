@@ -7,7 +7,7 @@ accumulation. The data order of an epoch is one global permutation that the rank
 mid-epoch checkpoint has used the first ``micro-steps x batch x processes`` samples of it, whatever the shape.
 A run of another shape skips those samples and continues at the same fraction of the epoch; the learning-rate
 schedule is a function of epochs (optimizer step / optimizer steps per epoch), so it stays where it was by
-samples seen."""
+samples seen (docs/decisions/resume-on-another-cluster-shape.md)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 
-from textdet.engine.checkpoint import atomic_save
+from textdet.runtime.checkpoint import atomic_save
 
 
 def ranking_score(metric: float | None, loss: float | None) -> float:

@@ -80,8 +80,8 @@ def topk_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
     negative counts are). Two bisections, no sort and no host sync: over float32 bit patterns for the k-th
     largest value, then over positions for how many of the entries tied at it come first. Index order is
     a fixed choice (MindOCR 0.5 keeps every tied entry instead: ``at_least_kth_mask``), made without a
-    prefix sum: torch 2.11's Inductor failed to generate the Triton scan of the cumsum that did this before
-    (on an H200, docs/BENCHMARKS.md "GPU")."""
+    prefix sum, which torch 2.11's Inductor could not compile on CUDA
+    (docs/decisions/ohem-by-bisection.md)."""
     bits = _float_bits(values, valid)
     k = k.to(torch.int32).unsqueeze(1)  # int32 counts: summing bools into int32 is ~2x faster than int64
     lo = _kth_largest_bits(bits, k)
@@ -111,12 +111,12 @@ def at_least_kth_mask(values: Tensor, valid: Tensor, k: Tensor) -> Tensor:
 
 class DBLoss(nn.Module):
     """``L = bce_scale * L_prob(P) + l1_scale * L_thresh(T) + L_binary(B)`` (``L_prob`` alone when only P is given):
-    balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/DESIGN_NOTES.md. Unscaled terms are returned
-    next to ``"loss"``.
+    balanced BCE with OHEM (or Dice), masked L1, Dice; formulas in docs/decisions/ohem-by-bisection.md, fp32
+    from logits: docs/decisions/fp32-loss-head.md. Unscaled terms are returned next to ``"loss"``.
 
     ``gap_weight`` > 0 adds ``gap_weight * gap_penalty`` to ``L_prob``: P pushed to 0 on the border band
     around each word (``thresh_mask``) outside its kernel, the gaps a line detector must learn to leave open
-    when it is fine-tuned on word labels (docs/DESIGN_NOTES.md, "Eighth round")."""
+    when it is fine-tuned on word labels (docs/decisions/gap-penalty.md)."""
 
     def __init__(self, eps: float = 1e-6, l1_scale: float = 10, bce_scale: float = 5, bce_replace: str = "bceloss",
                  negative_ratio: float = 3, min_negatives: int = 10, ohem: str = "topk",

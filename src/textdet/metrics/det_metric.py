@@ -1,6 +1,6 @@
 """Text-detection metric pooled over a data set: ICDAR2015 (the official ``script.py``'s rules, the default), DetEval
 or TIoU matching on integer-truncated polygons with ``###`` don't-care (rules and MindOCR differences:
-docs/DESIGN_NOTES.md)."""
+docs/decisions/detection-metric.md)."""
 
 from __future__ import annotations
 
@@ -140,7 +140,8 @@ def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = No
                   area_precision: float = 0.4, split_weight: float = 0.8, merge_weight: float = 1.0,
                   center_diff: float = 1.0) -> tuple[float, float, int, int]:
     """DetEval (Wolf & Jolion 2006) as the ICDAR 2013 script, on polygons: ``(recall sum, precision sum, n_care_det,
-    n_care_gt)`` for one image. One-to-one, split and merge rules (r >= 0.8, p >= 0.4): docs/DESIGN_NOTES.md."""
+    n_care_gt)`` for one image. One-to-one, split and merge rules (r >= 0.8, p >= 0.4):
+    docs/decisions/detection-metric.md."""
     geo = _geometry(dets, gts, ignore_tags, area_precision)
     gt_cover = _ratio(geo.overlap, geo.gt_areas[:, None])  # share of each GT a detection covers
     det_cover = _ratio(geo.overlap, geo.det_areas[None, :])  # share of each detection inside a GT
@@ -162,14 +163,16 @@ def deteval_image(dets: Sequence[Any], gts: Sequence[Any], ignore_tags: Any = No
             precision += 1
     for i in np.flatnonzero(~gt_done):  # one GT split over several detections
         js = np.flatnonzero(~det_done & (det_cover[i] >= area_precision))
-        if len(js) and round(float(gt_cover[i, js].sum()), 4) >= area_recall:
+        covered = round(float(gt_cover[i, js].sum()), 4)  # the GT's share the detections cover together
+        if len(js) and covered >= area_recall:
             gt_done[i] = True
             det_done[js] = True
             recall += 1 if len(js) == 1 else split_weight
             precision += 1 if len(js) == 1 else split_weight * len(js)
     for j in np.flatnonzero(~det_done):  # several GT merged into one detection
         gs = np.flatnonzero(~gt_done & (gt_cover[:, j] >= area_recall))
-        if len(gs) and round(float(det_cover[gs, j].sum()), 4) >= area_precision:
+        inside = round(float(det_cover[gs, j].sum()), 4)  # the detection's share inside those GTs together
+        if len(gs) and inside >= area_precision:
             det_done[j] = True
             gt_done[gs] = True
             recall += 1 if len(gs) == 1 else merge_weight * len(gs)

@@ -1,7 +1,7 @@
 """DBFPN: DBNet's feature pyramid (as MindOCR ``necks/fpn.py``), with DBNet++'s Adaptive Scale Fusion option.
 
 Lateral 1x1 convs, top-down nearest-upsample sums, 3x3 convs to out/4 resized to stride 4, then concat or
-ASF. The formulas are in docs/DESIGN_NOTES.md.
+ASF. The formulas are in docs/decisions/network-layouts.md.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _resize_to(x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 
 
 class AdaptiveScaleFusion(nn.Module):
-    """DBNet++ ASF, residual-add style as MindOCR/MMOCR/PaddleOCR (formulas: docs/DESIGN_NOTES.md).
+    """DBNet++ ASF, residual-add style as MindOCR/MMOCR/PaddleOCR (docs/decisions/network-layouts.md).
 
     ``channels``: of the concatenated input (= output); ``num_levels``: input maps (4); ``channel_attention``:
     add the channel-attention branch.

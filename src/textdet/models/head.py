@@ -20,7 +20,8 @@ class DBHead(nn.Module):
     """DBNet's head (MindOCR ``DBHead``): branches ``segm`` (P) and ``thresh`` (T); B = sigmoid(k (P - T)).
 
     Sigmoids and B run in float32 (half precision saturates P and breaks BCE/OHEM). ``step="mindocr"``: MindOCR's
-    B = sigmoid(k * P - T), to train as MindOCR does. Init, reasons: docs/DESIGN_NOTES.md. ``adaptive=False``: P only.
+    B = sigmoid(k * P - T), to train as MindOCR does. ``adaptive=False``: P only. Why fp32:
+    docs/decisions/fp32-loss-head.md; init: docs/decisions/network-layouts.md.
     Shapes: (N, in_channels, H/4, W/4) -> training {"binary", "binary_logits", "thresh", "thresh_binary"}
     (T, B when adaptive), each (N, 1, H, W); eval {"binary"}. P, T, B float32; logits in the compute dtype.
     """

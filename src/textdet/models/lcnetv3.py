@@ -1,7 +1,8 @@
 """PPLCNetV3, PP-OCRv4's mobile detection backbone, in its deployed (re-parameterised) form.
 
 Each rep layer *is* the folded conv of PaddleOCR's inference models, so an imported model loads one tensor
-per tensor (see docs/DESIGN_NOTES.md). Layout and names follow PaddleOCR's ``rec_lcnetv3.py`` with det=True.
+per tensor (docs/decisions/network-layouts.md). Layout and names follow PaddleOCR's ``rec_lcnetv3.py``
+with det=True.
 """
 
 from __future__ import annotations

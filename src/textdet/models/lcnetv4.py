@@ -4,7 +4,7 @@ PaddleOCR trains every conv as conv + BatchNorm (the stride-1 depthwise convs as
 and folds each into one conv with a bias for inference; the released models hold only the folded convs. Here
 every conv *is* that folded conv (no BatchNorm), so an imported model loads one tensor per tensor and
 fine-tunes as it is. Layout and names follow PaddleOCR's ``rec_lcnetv4.py`` with det=True
-(docs/DESIGN_NOTES.md).
+(docs/decisions/network-layouts.md).
 """
 
 from __future__ import annotations

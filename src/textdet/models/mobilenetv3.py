@@ -1,7 +1,8 @@
 """MobileNetV3-Large backbone for DBNet, laid out as mindcv's (MindOCR's ``det_mobilenet_v3``).
 
 ``features`` is mindcv's flat 21-entry list; MindOCR takes entries [5, 8, 14, 20] (strides 4/8/16/32).
-Names and arithmetic follow mindcv so a MindSpore checkpoint maps by renaming (docs/DESIGN_NOTES.md).
+Names and arithmetic follow mindcv so a MindSpore checkpoint maps by renaming
+(docs/decisions/network-layouts.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """MindSpore ``.ckpt`` files (MindOCR, mindcv) read without MindSpore, and their names mapped to ours.
 
 The file is consecutive protobuf ``Checkpoint`` messages (+ optional 17-byte crc trailer; format in
-docs/DESIGN_NOTES.md). The reader is bounded: every declared length is checked against the bytes left
-before slicing, and data are views, so a malformed file fails fast with the offset.
+docs/decisions/mindspore-checkpoints.md). The reader is bounded: every declared length is checked against the
+bytes left before slicing, and data are views, so a malformed file fails fast with the offset.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 PaddleOCR (``UniRepLKFPN`` in its configs) trains each output's depthwise conv as UniRepLKNet's dilated
 re-param block (a kxk conv plus dilated smaller ones, each with a BatchNorm) and merges them into one kxk
-depthwise conv with a bias for inference; that merged conv is what this module holds (docs/DESIGN_NOTES.md).
+depthwise conv with a bias for inference; that merged conv is what this module holds
+(docs/decisions/network-layouts.md).
 """
 
 from __future__ import annotations

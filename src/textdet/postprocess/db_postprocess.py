@@ -1,6 +1,7 @@
 """DBNet post-processing: probability map -> scored text boxes or polygons, in original-image pixels.
 Follows MindOCR's ``DBPostprocess`` (PaddleOCR's) step by step in numpy/cv2: threshold, contours, box/polygon,
-score, unclip, rescale (steps and MindOCR differences: docs/DESIGN_NOTES.md). Quads come out TL, TR, BR, BL."""
+score, unclip, rescale (steps and MindOCR differences: docs/decisions/post-processing.md). Quads come out TL,
+TR, BR, BL."""
 
 from __future__ import annotations
 
@@ -77,9 +78,9 @@ def may_hold_box(w: int, h: int) -> bool:
 
 def unclip_quads(rects: list[tuple], expand_ratio: float) -> list[tuple]:
     """MindOCR's quad unclip of ``minAreaRect`` results -> the unclipped ``minAreaRect`` results.
-    Computed directly from the truncated corners pyclipper would offset (docs/DESIGN_NOTES.md), at a fraction of
-    pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's. Points are complex numbers:
-    fewer numpy calls, which is what this costs for a map's few boxes."""
+    Computed directly from the truncated corners pyclipper would offset (docs/decisions/post-processing.md),
+    at a fraction of pyclipper + shapely's cost; 99.5% of benchmark corners identical to MindOCR's. Points are
+    complex numbers: fewer numpy calls, which is what this costs for a map's few boxes."""
     # pyclipper's input: the corners truncated to integers, (N, 4, 2)
     quads = np.array([cv2.boxPoints(rect) for rect in rects], dtype=np.int32).astype(np.float64)
     # D = area * r / perimeter of each rectangle
@@ -140,7 +141,7 @@ class DBPostprocess:
         binary_thresh: pixels with ``P >= binary_thresh`` are text; box_thresh: lower-scoring candidates are dropped.
         max_candidates: contours examined per image; expand_ratio: unclip ratio r in ``D = area * r / perimeter``.
         score_mode: "bitmap" (MindOCR's, what its ``box_thresh`` values are calibrated for), "fast" or "slow"
-            (PaddleOCR's); see docs/DESIGN_NOTES.md.
+            (PaddleOCR's); see docs/decisions/post-processing.md.
         use_dilation: dilate the bitmap (2x2) before finding contours ("bitmap" scores use the undilated one).
         pred_name: the map of a model output dict; rescale_fields: accepted for MindOCR configs, always rescaled.
     """
