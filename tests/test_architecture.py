@@ -22,7 +22,7 @@ LAYERS = {
     "data": 2, "models": 2, "loss": 2, "postprocess": 2, "metrics": 2,
     "runtime": 3, "report": 3,
     "watch": 4,
-    "engine": 5, "export": 5, "predict": 5,
+    "engine": 5, "export": 5, "predict": 5, "quantize": 5,
     "build": 6,
     "commands": 7,
     "cli": 8,
@@ -133,7 +133,7 @@ def _reachable(start: str, edges: set[tuple[str, str]]) -> set[str]:
 def test_inference_loads_no_training_floor():
     """A user who predicts or exports never imports the trainer or the watch, not even through another module."""
     edges = _edges(_modules())
-    for entry in ("textdet.predict", "textdet.export"):
+    for entry in ("textdet.predict", "textdet.export", "textdet.quantize"):
         training = sorted(m for m in _reachable(entry, edges) if _part(m) in ("engine", "watch"))
         assert not training, f"{entry} reaches the training floors: {training}"
 

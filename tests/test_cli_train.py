@@ -250,7 +250,7 @@ def test_builtin_data_is_its_own_startup_stage(tmp_path, capsys, monkeypatch):
     import textdet.commands.recipe
 
     monkeypatch.setenv("TEXTDET_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(textdet.cli, "SYNTH_SETTINGS",
+    monkeypatch.setattr(textdet.commands.recipe, "SYNTH_SETTINGS",
                         {"n_train": 2, "n_val": 1, "seed": 0, "size": (64, 64), "n_heldout": 1})
     opts = ["-o", f"train.ckpt_save_dir={tmp_path / 'run'}", "-o", "model.backbone.width=8",
             "-o", "train.loader.batch_size=2"]

@@ -47,7 +47,7 @@ def test_export_prints_path_size_and_check(synth_root, tmp_path, capsys):
     ckpt = str(tmp_path / "m.ckpt")
     torch.save({"model": model.state_dict()}, ckpt)
     args = argparse.Namespace(config=RECIPE, opt=tiny_overrides(synth_root, str(tmp_path)), ckpt=ckpt,
-                              out=str(tmp_path / "m.onnx"), height=64, width=96, opset=17)
+                              out=str(tmp_path / "m.onnx"), height=64, width=96, opset=17, precision="fp32")
     assert run_export(args) == 0
     out = capsys.readouterr().out
     assert str(tmp_path / "m.onnx") in out and " MB" in out
@@ -142,7 +142,7 @@ def test_thresholds_a_checkpoint_carries_reach_predict_and_export(synth_root, tm
     assert (overridden.postprocess.binary_thresh, overridden.postprocess.box_thresh) == (0.55, 0.8)
     assert build_detector(load_config(RECIPE, opts), plain).thresholds_note == ""
     args = argparse.Namespace(config=RECIPE, opt=opts, ckpt=ckpt, out=str(tmp_path / "m.onnx"), height=64,
-                              width=96, opset=17)
+                              width=96, opset=17, precision="fp32")
     assert run_export(args) == 0
     assert ("the ONNX file holds no thresholds: run predict --onnx and eval --onnx with "
             "-o postprocess.binary_thresh=0.55 -o postprocess.box_thresh=0.65") in capsys.readouterr().out

@@ -55,23 +55,33 @@ def test_each_pixel_comes_from_one_tile_split_down_the_overlap():
 
 
 def test_tile_sizes_are_checked_naming_the_option():
-    assert parse_tile("736x1280", 128) == TileSpec(736, 1280, 128)
+    assert parse_tile("720x1280", 128) == TileSpec(720, 1280, 128)
     assert parse_tile([64, 96], 0) == TileSpec(64, 96, 0)
+    assert parse_tile("720x1280") == TileSpec(720, 1280, 128)  # a fifth of 720 (144), down to a multiple of 32
     assert parse_tile(None) is None
-    with pytest.raises(ConfigError, match="--tile '700x1280': expected|multiple of 32"):
-        parse_tile("700x1280")
+    with pytest.raises(ConfigError, match="--tile: tile height 16: must be a whole number of pixels, at least 32"):
+        parse_tile("16x1280")
     with pytest.raises(ConfigError, match="eval.tile: .*overlap 640"):
         parse_tile([640, 640], 640, "eval.tile")
     with pytest.raises(ConfigError, match="HEIGHTxWIDTH"):
         parse_tile("big")
 
 
-def test_a_page_larger_than_a_tile_keeps_its_own_pixels():
-    """DetResize with a tile: a 1000 x 1500 page stays at its pixels (rounded up to 32: 1024 x 1504); a page
-    that fits in one tile is resized as without a tile (min side 736)."""
-    resize = DetResize(limit_type="min", limit_side_len=736, tile=(640, 640))
-    assert resize.output_size(1000, 1500) == (1024, 1504, False)
-    assert resize.output_size(600, 600) == DetResize(limit_type="min", limit_side_len=736).output_size(600, 600)
+def test_a_page_larger_than_a_tile_is_read_at_a_tiles_scale():
+    """PaddleOCR's inference resize (longer side at most 960) with 720 x 1280 tiles: a tile-sized photo is read
+    at 960 / 1280 = 0.75, so a page of 3 x 3 such photos (2160 x 3840) is read at 0.75 too, 1620 x 2880 rounded
+    up to 32: 1632 x 2880, where without tiles it is shrunk to 960 px, a quarter (544 x 960). A page that fits
+    in one tile is resized as without tiles. With a shorter side of 864 a tile is read at 864 / 720 = 1.2: the
+    model's tiles are then 864 x 1536."""
+    untiled = DetResize(limit_type="max", limit_side_len=960)
+    resize = DetResize(limit_type="max", limit_side_len=960, tile=(720, 1280))
+    assert resize.tile_scale() == pytest.approx(0.75)
+    assert resize.output_size(2160, 3840) == (1632, 2880, False)
+    assert untiled.output_size(2160, 3840) == (544, 960, False)
+    assert resize.output_size(600, 800) == untiled.output_size(600, 800)
+    assert DetResize(limit_type="min", limit_side_len=864, tile=(720, 1280)).tile_scale() == pytest.approx(1.2)
+    assert TileSpec(720, 1280, 160, scale=1.2).model_size() == (864, 1536)
+    assert TileSpec(720, 1280, 160, scale=1.2).model_overlap() == 192
 
 
 @pytest.mark.parametrize("spec", [TileSpec(64, 64, 0), TileSpec(64, 96, 32), TileSpec(96, 64, 16)])
@@ -104,7 +114,8 @@ def test_tiled_forward_reads_only_the_pages_larger_than_a_tile():
 
 
 def detector(tile: TileSpec | None) -> Detector:
-    preprocess = Preprocess(resize=DetResize(limit_type="max", limit_side_len=96), normalize=PIXELS_TO_ONE)
+    # max side 128: a 64 x 128 tile is read at scale 1, and the smaller page of the last test is shrunk
+    preprocess = Preprocess(resize=DetResize(limit_type="max", limit_side_len=128), normalize=PIXELS_TO_ONE)
     post = DBPostprocess(binary_thresh=0.5, box_thresh=0.5, expand_ratio=0.1)  # boxes close to the words
     return Detector(reads_pixels, preprocess, post, batch_size=2, tile=tile)
 
@@ -127,7 +138,7 @@ def test_a_word_across_a_tile_edge_comes_out_once():
 
 
 def test_a_page_that_fits_in_one_tile_is_read_exactly_as_without_tiles():
-    """A 90 x 120 page with tiles of 128 x 128: resized (max side 96) and read whole, the same boxes and
+    """A 90 x 120 page with tiles of 128 x 128: resized (max side 128) and read whole, the same boxes and
     scores to the last bit as a Detector without tiles; the larger page beside it is tiled."""
     small = page_with_words(90, 120, [(10, 20, 60, 40), (70, 50, 110, 70)])
     big = page_with_words(200, 300, [(20, 30, 250, 60)])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 # Keys MindOCR does not have: marked "textdet" in the reference.
 TEXTDET_ONLY: set[str] = {
-    "system.amp_dtype", "system.deterministic", "optimizer.lr_mult", "train.ckpt_interval_steps", "train.ema_resume",
+    "system.amp_dtype", "system.infer_runtime", "system.deterministic", "optimizer.lr_mult", "train.ckpt_interval_steps", "train.ema_resume",
     "train.accumulation_lr", "train.max_bad_steps", "train.max_blank_steps", "train.step_timeout",
     "train.targets_on_device",
     "train.freeze_bn", "train.freeze", "train.guard_holdout", "train.guard_margin", "train.guard_regions",
@@ -41,6 +41,13 @@ KEYS: dict[str, str] = {
     "system.amp_level_infer": (
         "The precision of evaluation and prediction (`eval`, `predict`, the Python `Detector`), with the same "
         "levels as `amp_level`."),
+    "system.infer_runtime": (
+        "What runs the model in evaluation and prediction (`eval`, `predict`, the `Detector` that `build_detector` "
+        "makes, the evaluations during training): `torch`, `onnxruntime` (the model traced to ONNX in memory at "
+        "each evaluation, a second or two, and run by ONNX Runtime; needs `pip install onnxruntime`), or `auto` "
+        "(default): ONNX Runtime on a CPU when the inference precision is fp32 and onnxruntime is installed, "
+        "PyTorch everywhere else. On a CPU ONNX Runtime's fused kernels run the same model faster and give the "
+        "same maps ([why](../decisions/cpu-inference.md)); `textdet eval` and `predict` print which ran."),
     "system.amp_dtype": (
         "The half type of O1-O3: `bf16` or `fp16`; absent: bf16 where the device supports it (the CPU; CUDA from "
         "A100 on; Ascend 910B), fp16 otherwise; `textdet doctor` says which. Loss scaling runs with fp16 only. "
@@ -263,15 +270,16 @@ KEYS: dict[str, str] = {
         "shapes (`input_shapes` with `--json`). `textdet predict` uses the same buckets (`--shape-buckets auto` "
         "or `736x1280,1280x736` overrides)."),
     "eval.tile": (
-        "Absent (default): every page is resized by the pipeline's DetResize. `[H, W]` (multiples of 32): a page "
-        "larger than that is kept at its own pixels and read in overlapping tiles of that size; the tiles' "
-        "probability maps are stitched into one map of the page (each pixel from the tile it lies deepest in) and "
-        "post-processed once, so a word cut by a tile edge comes out once. A page that fits in one tile is read "
-        "exactly as without tiles. `textdet eval --tile HxW` and `textdet predict --tile HxW` set it; during "
-        "training the evaluations use it too."),
+        "Absent (default): every page is resized by the pipeline's DetResize. `[H, W]`: a page larger than that "
+        "is not shrunk whole but read in overlapping tiles of H x W of its pixels, each tile resized at the scale "
+        "DetResize gives an image of that size (tiles the size of the photos the detector reads well read a page "
+        "of such photos as it reads each). The tiles' probability maps are stitched into one map of the page "
+        "(each pixel from the tile it lies deepest in) and post-processed once, so a word cut by a tile edge "
+        "comes out once. A page that fits in one tile is read exactly as without tiles. `textdet eval --tile HxW` "
+        "and `textdet predict --tile HxW` set it; the evaluations during training use it too."),
     "eval.tile_overlap": (
-        "Pixels neighbouring tiles share (`--overlap`). Absent: a fifth of the tile's shorter side, in multiples "
-        "of 32 (128 for 640 x 640 tiles). Under the tile's shorter side."),
+        "Page pixels neighbouring tiles share (`--overlap`). Absent: a fifth of the tile's shorter side, rounded "
+        "down to a multiple of 32 (128 for 640 x 640 tiles). Under the tile's shorter side."),
     "predict.ckpt_load_path": "The checkpoint `textdet predict` and `export` use when `--ckpt` is not given.",
     "predict.output_save_dir": "MindOCR's prediction folder.",
     "predict.dataset": "MindOCR's prediction data set; `textdet predict` takes its inputs on the command line.",

@@ -4,9 +4,7 @@ pipeline does, output ``binary`` (N, 1, H, W), batch/H/W dynamic (multiples of 3
 
 from __future__ import annotations
 
-import inspect
 import os
-import warnings
 from collections.abc import Callable
 
 import cv2
@@ -17,37 +15,28 @@ from torch import nn
 from textdet.errors import TextdetError
 from textdet.export_defaults import DEFAULT_EXPORT_HW, DEFAULT_OPSET
 from textdet.models.dbnet import INPUT_DIVISOR
-from textdet.runtime.onnx_model import OUTPUT_NAME, OnnxModel
+from textdet.runtime.onnx_model import OnnxModel, trace_to_onnx
 
-INPUT_NAME = "x"
 MAX_ABS_DIFF = 1e-3  # ONNX Runtime vs PyTorch probability maps, fp32
 BOX_TOLERANCE_PX = 1.0  # a pixel exactly at binary_thresh may flip and move a rounded corner by 1 px
 
 
 def export_onnx(model: nn.Module, path: str, height: int = DEFAULT_EXPORT_HW[0], width: int = DEFAULT_EXPORT_HW[1],
                 opset: int = DEFAULT_OPSET) -> str:
-    """Trace ``model`` (eval mode) on a (1, 3, H, W) input into ``path``; batch, H, W dynamic, output ``binary``."""
+    """Trace ``model`` (eval mode) on a (1, 3, H, W) input into ``path``, written to a temp file and renamed;
+    batch, H, W dynamic, output ``binary``."""
     for name, v in (("height", height), ("width", width)):
         if v < INPUT_DIVISOR or v % INPUT_DIVISOR:
             raise TextdetError(f"--{name} {v}: must be a positive multiple of {INPUT_DIVISOR}")
-    was_training = model.training
-    model.eval()  # the exporter restores the mode it found, so the model must already be in eval mode
-    kwargs = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-    dynamic = {0: "batch", 2: "height", 3: "width"}
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".tmp_{os.path.basename(path)}")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter's notice
-            torch.onnx.export(model, (torch.zeros(1, 3, height, width),), tmp, input_names=[INPUT_NAME],
-                              output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: dynamic, OUTPUT_NAME: dynamic},
-                              opset_version=opset, do_constant_folding=True, **kwargs)
+        trace_to_onnx(model, tmp, height, width, opset)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-        model.train(was_training)
     return path
 
 

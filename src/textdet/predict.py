@@ -136,15 +136,16 @@ class Detector:
     def __init__(self, model: Callable[[np.ndarray], np.ndarray], preprocess: Preprocess,
                  postprocess: DBPostprocess, batch_size: int = 8,
                  shape_buckets: str | list | None = None, tile: TileSpec | None = None,
-                 shrink_limit: float | None = None) -> None:
+                 shrink_limit: float | None = None, runtime: str = "") -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.model = model
         self.preprocess = preprocess
-        if tile is not None:  # the resize keeps pages larger than a tile at their own pixels
+        if tile is not None:  # a page larger than a tile is resized as one tile would be, then read in tiles
             tiled_resize = copy.copy(preprocess.resize)
             tiled_resize.tile = (tile.height, tile.width)
             self.preprocess = dataclasses.replace(preprocess, resize=tiled_resize)
+            tile = tile.at_scale(tiled_resize.tile_scale())
         self.postprocess = postprocess
         self.batch_size = batch_size
         self.shape_buckets = parse_buckets(shape_buckets, "Detector shape_buckets")
@@ -153,6 +154,7 @@ class Detector:
         self.shrunk: list[float] = []  # the scales of the pages read below shrink_limit
         self.input_shapes: Counter = Counter()
         self.thresholds_note = ""  # build_detector: the thresholds its checkpoint brought, said in one line
+        self.runtime = runtime  # what runs the model ("torch", "onnxruntime"), for the summary
 
     @classmethod
     def from_onnx(cls, path: str, postprocess: DBPostprocess | dict | None = None,
@@ -190,7 +192,7 @@ class Detector:
             height, width = onnx.fixed_hw
             raise ConfigError(f"{path} takes one input size, {height}x{width}: read pages in tiles of that size "
                               f"(--tile {height}x{width})")
-        return cls(onnx.run, pre, postprocess, batch_size, shape_buckets, tile, shrink_limit)
+        return cls(onnx.run, pre, postprocess, batch_size, shape_buckets, tile, shrink_limit, "onnxruntime")
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:
         """One path/array -> one ``{"polys": [(P, 2) float32], "scores": [float]}``; a list -> a list of them."""
@@ -239,8 +241,8 @@ class Detector:
             self.input_shapes[tuple(shape)] += 1
             prob = self.model(batch)
         else:
-            tile_shape = (min(self.tile.height, shape[0]), min(self.tile.width, shape[1]))
-            self.input_shapes[tile_shape] += 1
+            model_h, model_w = self.tile.model_size()
+            self.input_shapes[(min(model_h, shape[0]), min(model_w, shape[1]))] += 1
             prob = np.stack([run_tiled(self.model, image, self.tile, self.batch_size) for image in batch])
         if self.shrink_limit is not None:
             for shape_list in shape_lists:

@@ -20,6 +20,7 @@ from textdet.config.loader import get_key, located, parse_buckets
 from textdet.data.dataset import DetDataset, build_loader, collate
 from textdet.data.decode import DecodeImage
 from textdet.data.device_targets import device_columns
+from textdet.data.labels import read_label_files
 from textdet.data.pipeline import Compose, build_transforms
 from textdet.data.resize import DetResize, NormalizeImage
 from textdet.data.tiling import TileSpec
@@ -30,12 +31,13 @@ from textdet.metrics import METRICS
 from textdet.models import BACKBONES, HEADS, NECKS, build_model
 from textdet.models.weights import MINDOCR_ZOO
 from textdet.postprocess import POSTPROCESSES
-from textdet.predict import INFER_RESIZE, Detector, Preprocess, TorchRunner, hwc_normalize
+from textdet.predict import INFER_RESIZE, Detector, Preprocess, TorchRunner, find_images, hwc_normalize
 from textdet.runtime.amp import AmpSettings, amp_settings
 from textdet.runtime.buckets import EvalBatching, eval_batching
 from textdet.runtime.checkpoint import chosen_thresholds, load_weights, thresholds_note
 from textdet.runtime.evaluator import Evaluator, ThresholdSweep, evaluate_onnx, timed_run
 from textdet.runtime.feed import DeviceInput, split_device_normalize
+from textdet.runtime.onnx_model import OnnxModel, onnxruntime_installed
 
 logger = logging.getLogger("textdet")
 
@@ -154,6 +156,17 @@ def inference_amp(cfg: Config, device_type: str) -> AmpSettings:
     return amp_settings(system.amp_level_infer, device_type, system.amp_dtype, key="system.amp_level_infer")
 
 
+def inference_runtime(cfg: Config, device: torch.device, amp: AmpSettings) -> str:
+    """``system.infer_runtime`` for ``device`` and the inference precision ``amp``: ``auto`` runs a CPU
+    evaluation or prediction in fp32 through ONNX Runtime, the model traced in memory (its fused kernels are
+    faster there and give the same maps: docs/decisions/cpu-inference.md), and everything else in PyTorch."""
+    choice = cfg.system.infer_runtime
+    if choice != "auto":
+        return choice
+    fp32_on_cpu = device.type == "cpu" and amp.dtype is None
+    return "onnxruntime" if fp32_on_cpu and onnxruntime_installed() else "torch"
+
+
 # ------------------------------------------------------------------------------------------------ data
 def build_dataset(cfg: Config, split: str, pipeline: Compose, device_targets: bool = False,
                   aside_every: int = 0) -> DetDataset:
@@ -211,13 +224,23 @@ def eval_loader_batching(cfg: Config, dataset: DetDataset, batch_size: int) -> E
 # ------------------------------------------------------------------------------------------------ evaluation
 def build_evaluator(cfg: Config, pipeline: Compose, dev: torch.device, normalize_on_device: bool, amp: AmpSettings,
                     progress: bool = False, sweep: bool = False, per_image: bool = False) -> Evaluator:
-    """The config's eval set, post-processing and metric for a model on ``dev``: every eval path's wiring."""
+    """The config's eval set, post-processing, metric and runtime (``inference_runtime``) for a model on
+    ``dev``: every eval path's wiring."""
     pipe, normalize = split_device_normalize(pipeline, normalize_on_device)
     loader = build_split_loader(cfg, "eval", build_dataset(cfg, "eval", pipe), 0, 1, dev)
     post, metric = build_postprocess_from_config(cfg), build_metric_from_config(cfg)
     threshold_sweep = ThresholdSweep(post, metric) if sweep else None
     return Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress, threshold_sweep, per_image,
-                     eval_tile(cfg))
+                     scaled_tile(cfg, pipeline), inference_runtime(cfg, dev, amp))
+
+
+def scaled_tile(cfg: Config, pipeline: Compose) -> TileSpec | None:
+    """``eval.tile`` at the scale the eval pipeline's DetResize reads an image of one tile's size."""
+    spec = eval_tile(cfg)
+    resize = next((step for step in pipeline.transforms if isinstance(step, DetResize)), None)
+    if spec is None or resize is None:
+        return spec
+    return spec.at_scale(resize.tile_scale())
 
 
 def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None, progress: bool = False,
@@ -246,6 +269,36 @@ def evaluate_onnx_model(cfg: Config, onnx_path: str, device: str | None = None, 
     fp32 = amp_settings("O0", "cpu")
     evaluator = build_evaluator(cfg, pipeline, cpu, False, fp32, progress, sweep, per_image)
     return evaluate_onnx(evaluator, onnx_path, device=device)
+
+
+CALIBRATION_PHOTOS = 64  # int8 calibration: evenly spaced photos of the split, at most this many
+
+
+def calibration_photos(cfg: Config, source: str | None, limit: int = CALIBRATION_PHOTOS) -> tuple[list[str], str]:
+    """Photos to calibrate an int8 model on, and where they came from: ``source`` (``--calib``: a folder of
+    images, or a label file whose image names are read in the config's training image folder), else the
+    config's training split; at most ``limit``, evenly spaced."""
+    train = cfg.train.dataset
+    image_dir = os.path.join(train.dataset_root, train.data_dir)
+    if source is not None and os.path.isdir(source):
+        paths, where = find_images([source]), f"the images in {source}"
+    else:
+        label_files = source if source is not None else train.label_file
+        if not label_files:
+            raise ConfigError("int8 calibration: train.dataset.label_file is not set; pass --calib DIR (a folder "
+                              "of photos like the ones the model will read)")
+        records, _ = read_label_files(label_files, "" if source is not None else train.dataset_root)
+        paths = [os.path.join(image_dir, record.rel_path) for record in records]
+        where = f"{source}" if source is not None else "the training split"
+        missing = next((path for path in paths if not os.path.isfile(path)), None)
+        if missing is not None:
+            raise TextdetError(f"int8 calibration: {missing} (named in {label_files}) does not exist; the names "
+                               f"are read in train.dataset's image folder {image_dir}, or pass --calib DIR")
+    if not paths:
+        raise TextdetError(f"int8 calibration: no photos in {where}")
+    step = max(len(paths) / max(limit, 1), 1.0)
+    chosen = [paths[int(index * step)] for index in range(min(limit, len(paths)))]
+    return chosen, f"{len(chosen)} of the {len(paths)} in {where}"
 
 
 # ------------------------------------------------------------------------------------------------ the Detector
@@ -290,15 +343,26 @@ def build_detector(cfg: Config, ckpt: str | None = None, device: str | None = No
         result = detector("img.jpg")  # {"polys": [np.ndarray (P, 2) float32], "scores": [float]}
     """
     model, _, adopted = load_model(cfg, ckpt, PREDICT_CKPT_KEYS)
+    detector = detector_for(cfg, model, device, batch_size, shape_buckets, tile)
+    detector.thresholds_note = thresholds_note(adopted)
+    return detector
+
+
+def detector_for(cfg: Config, model: nn.Module, device: str | None = None, batch_size: int = 8,
+                 shape_buckets: str | list | None = None, tile: TileSpec | None = None) -> Detector:
+    """A Detector around ``model`` with ``cfg``'s pre/post-processing, run by ``inference_runtime``."""
     dev = pick_device(device)
-    runner = TorchRunner(model, dev, inference_amp(cfg, dev.type))
+    amp = inference_amp(cfg, dev.type)
+    runtime = inference_runtime(cfg, dev, amp)
+    if runtime == "onnxruntime":
+        runner = OnnxModel.from_torch(model).run
+    else:
+        runner = TorchRunner(model, dev, amp)
     if shape_buckets is None:
         shape_buckets = cfg.eval.shape_buckets
     shrink_limit, _ = tile_advice(cfg)
-    detector = Detector(runner, preprocess_from_config(cfg), build_postprocess_from_config(cfg), batch_size,
-                        shape_buckets, tile or eval_tile(cfg), shrink_limit)
-    detector.thresholds_note = thresholds_note(adopted)
-    return detector
+    return Detector(runner, preprocess_from_config(cfg), build_postprocess_from_config(cfg), batch_size,
+                    shape_buckets, tile or eval_tile(cfg), shrink_limit, runtime)
 
 
 def build_onnx_detector(path: str, cfg: Config | None = None, device: str | None = None, batch_size: int = 8,

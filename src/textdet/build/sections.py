@@ -112,6 +112,7 @@ def with_tile(pipeline: list, spec: TileSpec) -> list:
     return tiled
 
 
+INFER_RUNTIMES = ("auto", "torch", "onnxruntime")  # what runs a model in evaluation and prediction
 SHRINK_MARGIN = 0.5  # a page read below half the smallest scale the model trained at is worth reading in tiles
 DEFAULT_TILE = (640, 640)  # the tile suggested when the training pipeline names no window size
 
@@ -142,6 +143,10 @@ def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bo
     """Check ``cfg`` for ``splits`` (``model=False``: no model section) -> ``{split: its built pipeline}``: columns,
     model part names, pipelines, post-processing and metric first, then the file system (data paths)."""
     check_columns(cfg, splits)
+    if cfg.system.infer_runtime not in INFER_RUNTIMES:
+        with located(cfg, "system.infer_runtime"):
+            raise ConfigError(f"system.infer_runtime must be one of {', '.join(INFER_RUNTIMES)}, got "
+                              f"{cfg.system.infer_runtime!r}")
     option = cfg.train.targets_on_device
     if "train" in splits and option != "auto" and not isinstance(option, bool):
         with located(cfg, "train.targets_on_device"):

@@ -21,9 +21,11 @@ from textdet.build.parts import (
     build_split_loader,
     check_model_specs,
     inference_amp,
+    inference_runtime,
     main_indicator,
+    scaled_tile,
 )
-from textdet.build.sections import build_section, eval_tile, train_splits, validate
+from textdet.build.sections import build_section, train_splits, validate
 from textdet.config import Config, dump_yaml, to_dict
 from textdet.config.loader import located, log_level
 from textdet.data.dataset import DetDataset
@@ -280,7 +282,9 @@ def build_train_evaluation(cfg: Config, eval_set: DetDataset, normalize: dict | 
 
     def evaluator_over(dataset: DetDataset, post, scorer) -> Evaluator:
         loader = build_split_loader(cfg, "eval", dataset, dist.rank, dist.world_size, device)
-        return Evaluator(loader, post, scorer, DeviceInput(device, normalize), amp, progress, tile=eval_tile(cfg))
+        tile = scaled_tile(cfg, eval_pipeline)
+        return Evaluator(loader, post, scorer, DeviceInput(device, normalize), amp, progress, tile=tile,
+                         runtime=inference_runtime(cfg, device, amp))
 
     guard = None
     aside_every = guard_aside_every(cfg)

@@ -20,7 +20,7 @@ from textdet.build import parts
 from textdet.data.targets import ShrinkBinaryMap
 from textdet.device import is_accelerator, pick_device
 from textdet.errors import TextdetError
-from textdet.predict import Detector, TorchRunner, find_images
+from textdet.predict import find_images
 from textdet.runtime.feed import split_device_normalize
 
 POSTPROCESS_REPEATS = 3  # each map is timed this many times and its fastest run kept (shared machines)
@@ -133,7 +133,8 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     model, ckpt, _ = parts.load_model(cfg, args.ckpt, keys=())
     model.to(device).eval()
     amp = parts.inference_amp(cfg, device.type)
-    evaluator = parts.build_evaluator(cfg, parts.validate(cfg, ("eval",))["eval"], device, is_accelerator(device), amp)
+    pipeline = parts.validate(cfg, ("eval",))["eval"]
+    evaluator = parts.build_evaluator(cfg, pipeline, device, is_accelerator(device), amp)
     loader = evaluator.loader
     evaluator.loader = _Limited(loader, warmup)
     if warmup:
@@ -145,6 +146,7 @@ def bench_eval(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     return {"img_per_s": evaluator.images / max(elapsed, 1e-9), "images": evaluator.images, **perf,
             "ms_per_image": {k: 1000 * v / max(evaluator.images, 1) for k, v in evaluator.parts.items()},
             "eval_s": elapsed, "batch_size": loader.batch_size, "device": str(device), "amp_level": amp.describe(),
+            "runtime": evaluator.runtime,
             "checkpoint": os.path.abspath(ckpt) if ckpt else None}
 
 
@@ -156,8 +158,7 @@ def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     images = find_images([os.path.join(ds.dataset_root, ds.data_dir)])[: max(n, 1)]
     model, ckpt, _ = parts.load_model(cfg, args.ckpt, keys=())
     amp = parts.inference_amp(cfg, device.type)
-    detector = Detector(TorchRunner(model, device, amp), parts.preprocess_from_config(cfg),
-                        parts.build_postprocess_from_config(cfg), cfg.eval.loader.batch_size)
+    detector = parts.detector_for(cfg, model, args.device, cfg.eval.loader.batch_size)
     if warmup:
         detector(images[:warmup])
     start = time.perf_counter()
@@ -165,5 +166,5 @@ def bench_predict(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     elapsed = time.perf_counter() - start
     return {"img_per_s": len(images) / max(elapsed, 1e-9), "images": len(images),
             "boxes": sum(len(r["polys"]) for r in results), "batch_size": detector.batch_size,
-            "device": str(device), "amp_level": amp.describe(),
+            "device": str(device), "amp_level": amp.describe(), "runtime": detector.runtime,
             "checkpoint": os.path.abspath(ckpt) if ckpt else None}

@@ -6,6 +6,8 @@ import argparse
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 
@@ -20,10 +22,13 @@ from textdet.data.annotations import plain_points
 from textdet.data.formats import write_labelme
 from textdet.data.resize import DetResize
 from textdet.data.tiling import TileSpec, parse_tile
+from textdet.device import cpu_int8_fast
 from textdet.errors import DataError, TextdetError
 from textdet.export_defaults import DEFAULT_EXPORT_HW
 from textdet.predict import Detector, Preprocess, find_images, read_image
+from textdet.quantize import CalibrationPhotos, quantize_int8
 from textdet.runtime.checkpoint import thresholds_note
+from textdet.runtime.onnx_model import INPUT_NAME, OUTPUT_NAME
 
 logger = logging.getLogger("textdet")
 DRAW_COLOR_BGR = (0, 255, 0)
@@ -157,7 +162,8 @@ def run_predict(args: argparse.Namespace) -> int:
     boxes = sum(len(r["polys"]) for r in results.values())
     extra = f", {skipped} unreadable skipped" if skipped else ""
     shapes = len(detector.input_shapes)
-    print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s, "
+    print(f"predict: {len(results)} images, {boxes} boxes, {len(results) / max(seconds, 1e-9):.1f} img/s "
+          f"({detector.runtime or 'torch'}), "
           f"{shapes} input shape{'s' if shapes != 1 else ''}{extra}; "
           f"wrote {json_path}, {txt_path}" + (f" and {len(results)} drawn images" if args.draw else "")
           + (f", {len(results)} labelme files" if labelme else ""))
@@ -178,24 +184,36 @@ def shrink_note(detector: Detector, cfg: Config | None) -> str:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """``textdet export``: checkpoint -> ONNX, then ONNX Runtime vs PyTorch on a synthetic image."""
+    """``textdet export``: checkpoint -> ONNX, checked against PyTorch on a synthetic image; with ``--precision
+    int8`` that fp32 model is quantized, both are scored on the eval split, and the int8 one is written only
+    when it keeps its f-score within ``--max-drop``."""
     cfg = load_config(args.config, args.opt)
+    if args.precision == "int8":
+        with tempfile.TemporaryDirectory(prefix="textdet_int8_") as tmp:
+            fp32_path = export_checked(cfg, args, os.path.join(tmp, "fp32.onnx"))
+            return export_int8(cfg, args, fp32_path, tmp)
+    export_checked(cfg, args, args.out)
+    return 0
+
+
+def export_checked(cfg: Config, args: argparse.Namespace, path: str) -> str:
+    """The checkpoint exported to ``path`` and checked: ONNX Runtime's map and boxes against PyTorch's."""
     model, _, adopted = parts.load_model(cfg, args.ckpt, parts.PREDICT_CKPT_KEYS)
     postprocess, preprocess = parts.build_postprocess_from_config(cfg), parts.preprocess_from_config(cfg)
     model.eval()
     default = tuple(preprocess.resize.target_size or DEFAULT_EXPORT_HW)
     h, w = args.height or default[0], args.width or default[1]
-    export.export_onnx(model, args.out, h, w, args.opset)
-    print(f"export: wrote {os.path.abspath(args.out)} ({os.path.getsize(args.out) / 1e6:.1f} MB, opset {args.opset}, "
-          f"input {export.INPUT_NAME!r} (N, 3, H, W) dynamic, output {export.OUTPUT_NAME!r})")
+    export.export_onnx(model, path, h, w, args.opset)
+    print(f"export: wrote {os.path.abspath(path)} ({os.path.getsize(path) / 1e6:.1f} MB, opset {args.opset}, "
+          f"input {INPUT_NAME!r} (N, 3, H, W) dynamic, output {OUTPUT_NAME!r})")
     check_pre = Preprocess(DetResize(target_size=(h, w), keep_ratio=False, limit_type="none"),
                            preprocess.normalize, preprocess.img_mode)
-    check = export.compare_onnx(model, args.out, check_pre, postprocess, export.synthetic_image(h, w))
+    check = export.compare_onnx(model, path, check_pre, postprocess, export.synthetic_image(h, w))
     boxes = "identical" if check["identical_boxes"] else f"same within {export.BOX_TOLERANCE_PX:g} px"
     n = len(check["torch"]["polys"])
     if check["max_abs_diff"] > export.MAX_ABS_DIFF:
         raise TextdetError(f"ONNX Runtime disagrees with PyTorch on a {h}x{w} synthetic image: max |P diff| = "
-                           f"{check['max_abs_diff']:.2e} > {export.MAX_ABS_DIFF:g} ({args.out} was written; do not "
+                           f"{check['max_abs_diff']:.2e} > {export.MAX_ABS_DIFF:g} ({path} was written; do not "
                            "use it)")
     if not check["same_boxes"]:
         raise TextdetError(f"ONNX Runtime boxes differ from PyTorch's on a {h}x{w} synthetic image "
@@ -206,4 +224,37 @@ def run_export(args: argparse.Namespace) -> int:
         overrides = " ".join(f"-o postprocess.{key}={value:g}" for key, value in adopted.items())
         print(f"export: {thresholds_note(adopted)}; the ONNX file holds no thresholds: run predict --onnx "
               f"and eval --onnx with {overrides}")
+    return path
+
+
+def export_int8(cfg: Config, args: argparse.Namespace, fp32_path: str, tmp: str) -> int:
+    """Quantize ``fp32_path``, score both models on the eval split, write the int8 one to ``args.out`` only
+    when its f-score is within ``args.max_drop`` of fp32's (else an error, and nothing at ``args.out``)."""
+    photos, source = parts.calibration_photos(cfg, args.calib, args.calib_photos)
+    print(f"export: calibrating int8 on {source}", flush=True)
+    int8_path = os.path.join(tmp, "int8.onnx")
+    quantize_int8(fp32_path, int8_path, CalibrationPhotos(photos, parts.preprocess_from_config(cfg)))
+    print("export: scoring the fp32 and the int8 model on the eval split", flush=True)
+    scores = {"fp32": parts.evaluate_onnx_model(cfg, fp32_path), "int8": parts.evaluate_onnx_model(cfg, int8_path)}
+    sizes = {"fp32": os.path.getsize(fp32_path), "int8": os.path.getsize(int8_path)}
+    for name, result in scores.items():
+        print(f"export: {name}: recall {result['recall']:.4f}, precision {result['precision']:.4f}, f-score "
+              f"{result['f-score']:.4f}, {result['img_per_s']:.2f} img/s ({result['images']} images), "
+              f"{sizes[name] / 1e6:.2f} MB")
+    drop = scores["fp32"]["f-score"] - scores["int8"]["f-score"]
+    if drop > args.max_drop:
+        raise TextdetError(f"the int8 model scores {scores['int8']['f-score']:.4f} on the eval split against "
+                           f"fp32's {scores['fp32']['f-score']:.4f}, a drop of {drop:.4f} > --max-drop "
+                           f"{args.max_drop:g}: not written to {args.out}. Calibrate on photos like the ones you "
+                           "will read (--calib), or deploy the fp32 export")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(folder, exist_ok=True)
+    shutil.copyfile(int8_path, os.path.join(folder, f".tmp_{os.path.basename(args.out)}"))
+    os.replace(os.path.join(folder, f".tmp_{os.path.basename(args.out)}"), args.out)
+    speed = scores["int8"]["img_per_s"] / max(scores["fp32"]["img_per_s"], 1e-9)
+    print(f"export: wrote {os.path.abspath(args.out)} (int8, {sizes['int8'] / sizes['fp32']:.2f} of fp32's size, "
+          f"{speed:.2f}x its img/s here, f-score {-drop:+.4f})")
+    if not cpu_int8_fast():
+        print("export: this CPU has no int8 dot-product instructions (VNNI or AMX): ONNX Runtime's int8 kernels "
+              "run no faster than fp32 here; the file is smaller, and faster where the CPU has them")
     return 0

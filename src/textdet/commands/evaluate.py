@@ -105,8 +105,8 @@ def result_text(result: dict, sweep: bool = False) -> str:
     checkpoint, the compared model, the report page; with ``sweep`` the threshold grid)."""
     line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision "
             f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['images']} images, "
-            f"{result['eval_time']:.2f} s, {result['input_shapes']} input shape(s), checkpoint "
-            f"{result['checkpoint']})")
+            f"{result['eval_time']:.2f} s, {result['input_shapes']} input shape(s), runtime {result['runtime']}, "
+            f"checkpoint {result['checkpoint']})")
     if "thresholds_from_checkpoint" in result:
         line += "\n" + thresholds_note(result["thresholds_from_checkpoint"])
     if "compare" in result:

@@ -13,6 +13,7 @@ class SystemConfig:
     device_id: int = 0
     amp_level: str = "O0"
     amp_level_infer: str = "O0"
+    infer_runtime: str = "auto"  # textdet: torch | onnxruntime | auto (onnxruntime on a CPU in fp32)
     amp_dtype: str | None = None  # textdet: bf16 | fp16 for amp O1-O3; absent = bf16 where the device has it
     seed: int = 42
     deterministic: bool = False  # textdet: deterministic kernels (bit-exact resume on a GPU, slower)

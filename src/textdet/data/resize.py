@@ -122,21 +122,41 @@ class DetResize:
         self.divisor = divisor
         self.interpolation = interpolation
         self.max_side_limit = max_side_limit
-        # A page larger than this (H, W) keeps its own pixels (rounded up to the divisor): the model reads it in
-        # tiles of that size (runtime/tiles.py). None: every page is resized as above.
+        # A page larger than this (H, W) is read in tiles of that size (runtime/tiles.py): resized as a tile would
+        # be, not shrunk whole. None: every page is resized as above.
         self.tile = None if tile is None else check_pair(tile, "tile", positive=True, integer=True)
+
+    def tile_scale(self) -> float:
+        """The scale this resize reads an image of one tile's size at: a tiled page is read at it. A fixed
+        target size stretches the two sides apart: their mean then."""
+        tile_h, tile_w = self.tile
+        if self.limit_type is not None or (self.target_size and self.keep_ratio):
+            return self._limit_scale(tile_h, tile_w)
+        resized_h, resized_w, _ = self._untiled_size(tile_h, tile_w)
+        return (resized_h / tile_h + resized_w / tile_w) / 2
+
+    def _limit_scale(self, h: int, w: int) -> float:
+        """The one scale of both sides, before rounding, under ``limit_type`` or a kept-ratio target size."""
+        if self.limit_type == "min" and min(h, w) < self.limit_side_len:
+            return self.limit_side_len / min(h, w)
+        if self.limit_type == "max" and max(h, w) > self.limit_side_len:
+            return self.limit_side_len / max(h, w)
+        if self.limit_type is None and self.keep_ratio and self.target_size:
+            return min(self.target_size[0] / h, self.target_size[1] / w)
+        return 1.0
 
     def output_size(self, h: int, w: int) -> tuple[int, int, bool]:
         """Return (resize_h, resize_w, pad_to_target) for an (h, w) image."""
         if self.tile is not None and (h > self.tile[0] or w > self.tile[1]):
-            return _round_up(h, self.divisor), _round_up(w, self.divisor), False
-        scale, allow_pad = 1.0, False
-        if self.limit_type == "min" and min(h, w) < self.limit_side_len:
-            scale = self.limit_side_len / min(h, w)
-        elif self.limit_type == "max" and max(h, w) > self.limit_side_len:
-            scale = self.limit_side_len / max(h, w)
-        elif self.limit_type is None and self.keep_ratio and self.target_size:
-            scale, allow_pad = min(self.target_size[0] / h, self.target_size[1] / w), True
+            scale = self.tile_scale()
+            tiled_h = _round_up(math.ceil(h * scale), self.divisor)
+            tiled_w = _round_up(math.ceil(w * scale), self.divisor)
+            return tiled_h, tiled_w, False
+        return self._untiled_size(h, w)
+
+    def _untiled_size(self, h: int, w: int) -> tuple[int, int, bool]:
+        scale = self._limit_scale(h, w)
+        allow_pad = self.limit_type is None and self.keep_ratio and bool(self.target_size)
         if self.limit_type is not None or (self.target_size and self.keep_ratio):
             rh, rw = math.ceil(h * scale), math.ceil(w * scale)
             if self.target_size:

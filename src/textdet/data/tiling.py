@@ -1,11 +1,13 @@
-"""The geometry of reading a big page in tiles: a tile size with its overlap (``TileSpec``), where tiles start
-along an axis, and which pixels of the stitched map each tile owns. Torch-free: start-up validation checks a
-``--tile`` before ``import torch``; ``runtime/tiles.py`` runs the model over them."""
+"""The geometry of reading a big page in tiles: a tile with its overlap (``TileSpec``), where tiles start along
+an axis, and which pixels of the stitched map each tile owns. A tile is a region of the page's own pixels, read
+as the evaluation's resize reads an image that size (``scale``): tiles the size of a photo the detector reads
+well read a page of such photos as it reads each. Torch-free: start-up validation checks a ``--tile`` before
+``import torch``; ``runtime/tiles.py`` runs the model over them."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textdet.errors import ConfigError
 
@@ -14,28 +16,44 @@ TILE_DIVISOR = 32  # DBNet's inputs are multiples of its output stride
 
 @dataclass(frozen=True)
 class TileSpec:
-    """Tiles of ``height`` x ``width`` pixels, neighbours overlapping by ``overlap`` pixels."""
+    """Tiles of ``height`` x ``width`` page pixels, neighbours overlapping by ``overlap``; the page is read at
+    ``scale`` (the model's tiles are ``model_size``, multiples of 32)."""
 
     height: int
     width: int
     overlap: int
+    scale: float = 1.0
 
     def __post_init__(self) -> None:
         for name, value in (("height", self.height), ("width", self.width)):
-            if value < TILE_DIVISOR or value % TILE_DIVISOR:
-                raise ConfigError(f"tile {name} {value}: must be a positive multiple of {TILE_DIVISOR}")
+            if not isinstance(value, int) or value < TILE_DIVISOR:
+                raise ConfigError(f"tile {name} {value}: must be a whole number of pixels, at least {TILE_DIVISOR}")
         if not 0 <= self.overlap < min(self.height, self.width):
             raise ConfigError(f"tile overlap {self.overlap}: must be at least 0 and under the tile's shorter "
                               f"side ({min(self.height, self.width)})")
 
     def holds(self, height: int, width: int) -> bool:
-        """Whether a page of ``height`` x ``width`` fits in one tile (and is read untiled)."""
+        """Whether a page of ``height`` x ``width`` (its own pixels) fits in one tile (and is read untiled)."""
         return height <= self.height and width <= self.width
+
+    def at_scale(self, scale: float) -> TileSpec:
+        return replace(self, scale=scale)
+
+    def model_size(self) -> tuple[int, int]:
+        """A tile as the model reads it: its pixels at ``scale``, rounded up to a multiple of 32."""
+        return round_up(self.height * self.scale), round_up(self.width * self.scale)
+
+    def model_overlap(self) -> int:
+        return round(self.overlap * self.scale)
+
+
+def round_up(value: float, divisor: int = TILE_DIVISOR) -> int:
+    return max(math.ceil(round(value, 6) / divisor) * divisor, divisor)
 
 
 def default_overlap(height: int, width: int) -> int:
-    """A fifth of the tile's shorter side, in multiples of 32 (128 for 640 x 640 tiles)."""
-    return max(round(min(height, width) / 5 / TILE_DIVISOR) * TILE_DIVISOR, TILE_DIVISOR)
+    """A fifth of the tile's shorter side, rounded down to a multiple of 32 (128 for 640 x 640 tiles)."""
+    return max(min(height, width) // 5 // TILE_DIVISOR * TILE_DIVISOR, TILE_DIVISOR)
 
 
 def parse_tile(text: str | list | tuple | None, overlap: int | None = None, where: str = "--tile"

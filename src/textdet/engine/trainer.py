@@ -211,13 +211,15 @@ class Trainer:
             self.watch.before_step(i)
             losses, prob = self.train_step(batch, sync=last_micro)
             pending.append((losses, batch["image"].shape[0], batches.wait))
-            stepped, bad = [], False
+            stepped = []  # the micro-steps this step's optimizer step counts (none in mid-accumulation)
+            bad = False
             if last_micro:
                 self.watch.phase("optimizer")
                 bad = self.optimizer_step()
                 for item in pending:
                     stats.add(*item, bad=bad)
-                stepped, pending = pending, []
+                stepped = pending
+                pending = []
                 since_save = time.perf_counter() - self.last_save_t
                 if not bad and i + 1 < usable and resume_due(self.settings.ckpt_interval_steps, self.global_step,
                                                              since_save):

@@ -112,9 +112,12 @@ class Evaluator:
     """A model over an eval loader -> ``metric.compute()``; post-processing overlaps the next forward (a thread)."""
 
     def __init__(self, loader, postprocess, metric, feed: DeviceInput, amp: AmpSettings, progress: bool = False,
-                 sweep: ThresholdSweep | None = None, per_image: bool = False, tile: TileSpec | None = None):
+                 sweep: ThresholdSweep | None = None, per_image: bool = False, tile: TileSpec | None = None,
+                 runtime: str = "torch"):
         self.loader, self.postprocess, self.metric, self.sweep = loader, postprocess, metric, sweep
         self.feed, self.amp, self.progress = feed, amp, progress
+        # "onnxruntime": each run traces the model and runs it in ONNX Runtime (CPU inference, fp32)
+        self.runtime = runtime
         self.tile = tile  # pages larger than this are read in tiles (the loader kept them at their own pixels)
         # per_image: keep each photo's detections and labels (the eval report draws them); None: keep nothing
         self.per_image: list[dict] | None = [] if per_image else None
@@ -172,6 +175,11 @@ class Evaluator:
         self.images = 0
         self.shapes = Counter()  # input shapes (H, W) -> batches: a graph compiler builds one graph each
         self.parts = dict.fromkeys(("data", "forward", "postprocess", "metric"), 0.0)
+        forward_model = model
+        if self.runtime == "onnxruntime" and isinstance(model, nn.Module):  # an ONNX model runs as it is
+            start = time.perf_counter()
+            forward_model = OnnxModel.from_torch(model)
+            self.parts["trace"] = time.perf_counter() - start
         bar = progress_bar(self.progress and ranks.is_main(), len(self.loader), "eval")
         pending, tick = None, time.perf_counter()
         with ThreadPoolExecutor(1, thread_name_prefix="eval-score") as pool:
@@ -181,7 +189,7 @@ class Evaluator:
                 images = self.feed.images(batch["image"])
                 self.shapes[tuple(images.shape[-2:])] += 1
                 with self.amp.context():
-                    host = self._host_maps(self._forward(model, images, batch), batch.get("valid_hw"))
+                    host = self._host_maps(self._forward(forward_model, images, batch), batch.get("valid_hw"))
                 self.parts["forward"] += time.perf_counter() - start
                 if pending is not None:  # at most one batch scored while the next one runs the model
                     pending.result()
@@ -211,7 +219,8 @@ class Evaluator:
 
 
 def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
-    """``textdet eval``'s result: the metric, images, seconds, images/s, the checkpoint path (and the sweep)."""
+    """``textdet eval``'s result: the metric, images, seconds (tracing for ONNX Runtime included), images/s, the
+    runtime, the checkpoint path (and the sweep)."""
     t0 = time.perf_counter()
     perf = evaluator.run(model)
     dt = time.perf_counter() - t0
@@ -221,6 +230,7 @@ def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
         "eval_time": dt,
         "img_per_s": evaluator.images / max(dt, 1e-9),
         "input_shapes": len(evaluator.shapes),
+        "runtime": "onnxruntime" if isinstance(model, OnnxModel) else evaluator.runtime,
         "checkpoint": os.path.abspath(checkpoint),
     }
     if evaluator.sweep is not None:

@@ -1,18 +1,47 @@
 """An ONNX DB-style detector under ONNX Runtime: one (N, 3, H, W) image input, one probability map output.
 ``textdet eval --onnx``, ``textdet predict --onnx`` and ``Detector.from_onnx`` run models through it, ours
-(``textdet export``) or external ones (PP-OCR's det models)."""
+(``textdet export``) or external ones (PP-OCR's det models); on a CPU, ``eval`` and ``predict`` run a PyTorch
+model through it too (``OnnxModel.from_torch``), as ONNX Runtime's fused kernels are faster there. The graph
+is the eval-mode model's probability map: input ``x`` float32 (N, 3, H, W), output ``binary`` (N, 1, H, W),
+batch, height and width dynamic (multiples of 32): PP-OCR's det interface too."""
 
 from __future__ import annotations
 
+import inspect
+import io
 import os
+import warnings
+from typing import IO
 
 import numpy as np
 import torch
+from torch import nn
 
 from textdet.device import ort_providers
 from textdet.errors import TextdetError
+from textdet.export_defaults import DEFAULT_OPSET
 
+INPUT_NAME = "x"
 OUTPUT_NAME = "binary"  # the probability map's name in textdet's exports; other models' first output is used
+TRACE_HW = (128, 128)  # the input a model is traced on to run it in ONNX Runtime: every size works after
+
+
+def trace_to_onnx(model: nn.Module, file: str | IO[bytes], height: int, width: int,
+                  opset: int = DEFAULT_OPSET) -> None:
+    """Trace ``model`` in eval mode on a (1, 3, ``height``, ``width``) input into ``file`` (a path or a
+    binary buffer); batch, height and width dynamic, output ``binary``. The model's mode is put back."""
+    was_training = model.training
+    model.eval()  # the exporter restores the mode it found, so the model must already be in eval mode
+    kwargs = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    dynamic = {0: "batch", 2: "height", 3: "width"}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's notices: nothing a user can act on
+            torch.onnx.export(model, (torch.zeros(1, 3, height, width),), file, input_names=[INPUT_NAME],
+                              output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: dynamic, OUTPUT_NAME: dynamic},
+                              opset_version=opset, do_constant_folding=True, **kwargs)
+    finally:
+        model.train(was_training)
 
 
 class OnnxModel:
@@ -21,16 +50,20 @@ class OnnxModel:
 
     training = False
 
-    def __init__(self, path: str, device: str | None = None) -> None:
-        if not os.path.isfile(path):
+    def __init__(self, path: str, device: str | None = None, model_bytes: bytes | None = None,
+                 threads: int | None = None) -> None:
+        """``model_bytes``: the model itself (``from_torch``), ``path`` then only names it in messages;
+        ``threads``: ONNX Runtime's intra-op threads (None: its default, one per core)."""
+        if model_bytes is None and not os.path.isfile(path):
             raise TextdetError(f"ONNX model not found: {path}")
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
+        ort = onnxruntime()
         self.path = path
+        options = ort.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        providers = ort_providers(device, ort.get_available_providers())
         try:
-            self.session = ort.InferenceSession(path, providers=ort_providers(device, ort.get_available_providers()))
+            self.session = ort.InferenceSession(model_bytes or path, options, providers=providers)
         except Exception as e:  # onnxruntime raises its own exception types for bad files
             raise TextdetError(f"cannot load ONNX model {path}: {e}") from None
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
@@ -71,6 +104,13 @@ class OnnxModel:
         prob = np.asarray(out, dtype=np.float32)
         return prob[:, None] if prob.ndim == 3 else prob
 
+    @classmethod
+    def from_torch(cls, model: nn.Module, name: str = "the model, run by ONNX Runtime") -> OnnxModel:
+        """``model`` (a DBNet) traced in memory and run on the CPU with as many threads as torch uses."""
+        buffer = io.BytesIO()
+        trace_to_onnx(model, buffer, *TRACE_HW)
+        return cls(name, device="cpu", model_bytes=buffer.getvalue(), threads=torch.get_num_threads())
+
     def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"binary": torch.from_numpy(self.run(images.detach().float().cpu().numpy()))}
 
@@ -82,3 +122,20 @@ class OnnxModel:
 
     def __repr__(self) -> str:
         return f"OnnxModel({self.path!r}, input={self.input_name!r}, output={self.output_name!r}, {self.providers})"
+
+
+def onnxruntime():
+    """The onnxruntime module, or an error saying how to install it."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
+    return ort
+
+
+def onnxruntime_installed() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -16,13 +16,14 @@ from textdet.data.tiling import TileSpec, owned_spans, tile_starts
 
 def run_tiled(run: Callable, image: np.ndarray | torch.Tensor, spec: TileSpec, batch_size: int = 4
               ) -> np.ndarray | torch.Tensor:
-    """The probability map (1, H, W) of ``image`` (3, H, W) float32, H and W multiples of 32, from ``run``
-    ((N, 3, h, w) -> (N, 1, h, w), numpy or torch as ``image`` is) over tiles of ``spec``, ``batch_size``
-    tiles at a time."""
+    """The probability map (1, H, W) of ``image`` (3, H, W) float32, the page resized to ``spec.scale`` (H and W
+    multiples of 32), from ``run`` ((N, 3, h, w) -> (N, 1, h, w), numpy or torch as ``image`` is) over
+    ``spec``'s model tiles, ``batch_size`` tiles at a time."""
     _, height, width = image.shape
-    tile_h, tile_w = min(spec.height, height), min(spec.width, width)
-    rows = tile_starts(height, tile_h, spec.overlap)
-    cols = tile_starts(width, tile_w, spec.overlap)
+    model_h, model_w = spec.model_size()
+    tile_h, tile_w = min(model_h, height), min(model_w, width)
+    rows = tile_starts(height, tile_h, spec.model_overlap())
+    cols = tile_starts(width, tile_w, spec.model_overlap())
     row_spans = owned_spans(rows, tile_h, height)
     col_spans = owned_spans(cols, tile_w, width)
     tiles = [(top, left, row_span, col_span) for top, row_span in zip(rows, row_spans, strict=True)
