@@ -36,10 +36,10 @@ def _add_protocol(p: argparse.ArgumentParser) -> None:
 
 
 def _add_tile_args(p: argparse.ArgumentParser, default_note: str) -> None:
-    p.add_argument("--tile", metavar="HxW", help="read pages larger than HxW pixels in overlapping tiles of that "
-                   "size, each tile resized as an image that size would be (choose the size of a photo the "
-                   "detector reads well), the maps stitched into one (a word cut by a tile edge comes out once); "
-                   f"smaller pages as without it{default_note}")
+    p.add_argument("--tile", metavar="HxW", help="read pages larger than HxW pixels in overlapping tiles of "
+                   "that size, each tile resized as an image that size would be (choose the size of a photo "
+                   "the detector reads well), the maps stitched into one (a word cut by a tile edge comes "
+                   f"out once); smaller pages as without it{default_note}")
     p.add_argument("--overlap", type=int, metavar="PX", help="pixels neighbouring tiles share (default: "
                    "eval.tile_overlap, else a fifth of the tile's shorter side: 128 for 640x640)")
 
@@ -115,10 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"traced/checked input width (default as --height, {DEFAULT_EXPORT_HW[1]})")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset version")
     p.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
-                   help="int8: ONNX Runtime's static quantization, calibrated on --calib; both models are scored "
-                   "on the eval split and the int8 one is written only if its f-score stays within --max-drop")
-    p.add_argument("--calib", metavar="DIR_OR_LABEL_FILE", help="int8: the photos to calibrate on, a folder or a "
-                   "label file (default: the config's training split)")
+                   help="int8: ONNX Runtime's static quantization, calibrated on --calib; both models are "
+                   "scored on the eval split and the int8 one is written only if its f-score stays within "
+                   "--max-drop")
+    p.add_argument("--calib", metavar="DIR_OR_LABEL_FILE", help="int8: the photos to calibrate on, a folder "
+                   "or a label file (default: the config's training split)")
     p.add_argument("--calib-photos", type=int, default=64, metavar="N",
                    help="int8: calibrate on at most N photos, evenly spaced (default 64)")
     p.add_argument("--max-drop", type=float, default=0.01, metavar="F",

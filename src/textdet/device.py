@@ -187,8 +187,8 @@ def cpu_bf16_fast() -> bool:
 
 
 def cpu_int8_fast() -> bool:
-    """Whether this CPU has int8 dot-product instructions (VNNI or AMX), which ONNX Runtime's int8 kernels need
-    to run faster than its fp32 ones."""
+    """Whether this CPU has int8 dot-product instructions (VNNI or AMX), which ONNX Runtime's int8 kernels
+    need to run faster than its fp32 ones."""
     return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & _cpu_flags())
 
 

@@ -190,8 +190,8 @@ class Detector:
                               "it (leave them out)")
         if tile is not None and onnx.fixed_hw is not None and (tile.height, tile.width) != onnx.fixed_hw:
             height, width = onnx.fixed_hw
-            raise ConfigError(f"{path} takes one input size, {height}x{width}: read pages in tiles of that size "
-                              f"(--tile {height}x{width})")
+            raise ConfigError(f"{path} takes one input size, {height}x{width}: read pages in tiles of that "
+                              f"size (--tile {height}x{width})")
         return cls(onnx.run, pre, postprocess, batch_size, shape_buckets, tile, shrink_limit, "onnxruntime")
 
     def __call__(self, images: ImageInput | Sequence[ImageInput]) -> dict | list[dict]:

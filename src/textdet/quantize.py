@@ -1,10 +1,10 @@
 """int8 ONNX models: ONNX Runtime's static quantization of an exported DBNet, calibrated on photos read as the
 model reads them. QDQ format with per-channel int8 weights and uint8 activations, so the model keeps its
-float32 input and output, PP-OCR's det interface. Two choices keep the f-score (docs/decisions/int8-export.md):
-a transposed convolution's output channels are its weights' axis 1, not 0 as a convolution's (quantized along
-axis 0, the head's upsampling layers blurred the map); and each activation's range is the mean of its range on
-each photo, not the widest of all (one photo's outliers coarsened every step). The command scores the result
-before it keeps it (``commands/deploy.py``)."""
+float32 input and output, PP-OCR's det interface. Two choices keep the f-score
+(docs/decisions/int8-export.md): a transposed convolution's output channels are its weights' axis 1, not 0 as
+a convolution's (quantized along axis 0, the head's upsampling layers blurred the map); and each activation's
+range is the mean of its range on each photo, not the widest of all (one photo's outliers coarsened every
+step). The command scores the result before it keeps it (``commands/deploy.py``)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def quantize_int8(fp32_path: str, out_path: str, photos: CalibrationPhotos) -> N
         converted = os.path.join(tmp, "opset.onnx")
         prepared = os.path.join(tmp, "prepared.onnx")
         model = onnx.load(fp32_path)
-        opset = max((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), default=0)
+        opset = max((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")),
+                    default=0)
         if opset < QUANTIZED_OPSET:
             model = version_converter.convert_version(model, QUANTIZED_OPSET)
         onnx.save(model, converted)
@@ -79,7 +80,8 @@ def quantize_int8(fp32_path: str, out_path: str, photos: CalibrationPhotos) -> N
         quant_pre_process(converted, prepared, skip_symbolic_shape=True)
         quantized = os.path.join(tmp, "quantized.onnx")
         photos.rewind()
-        # CalibMovingAverage: each range is the mean of the photos' ranges (all in one batch: no running average)
+        # CalibMovingAverage: each range is the mean of the photos' ranges (all in one batch: no running
+        # average)
         quantize_static(prepared, quantized, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         extra_options={"CalibMovingAverage": True,

@@ -42,7 +42,8 @@ from textdet.runtime.onnx_model import OnnxModel, onnxruntime_installed
 logger = logging.getLogger("textdet")
 
 EVAL_CKPT_KEYS = ("eval.ckpt_load_path",)  # where eval looks when --ckpt is not given
-PREDICT_CKPT_KEYS = ("predict.ckpt_load_path", "eval.ckpt_load_path")  # where predict and export look, in order
+# where predict and export look, in order
+PREDICT_CKPT_KEYS = ("predict.ckpt_load_path", "eval.ckpt_load_path")
 
 
 # ------------------------------------------------------------------------------------------------ the model
@@ -81,8 +82,8 @@ def zoo_checkpoint(cfg: Config, specs: dict[str, dict]) -> str:
     name = preset_of(specs)
     if name not in MINDOCR_ZOO:
         with located(cfg, "model.pretrained"):
-            raise ConfigError(f"model.pretrained: true, but this network is none of MindOCR's model-zoo models "
-                              f"({', '.join(MINDOCR_ZOO)}); give a checkpoint path or URL, or false")
+            raise ConfigError(f"model.pretrained: true, but this network is none of MindOCR's model-zoo "
+                              f"models ({', '.join(MINDOCR_ZOO)}); give a checkpoint path or URL, or false")
     return MINDOCR_ZOO[name]
 
 
@@ -102,7 +103,8 @@ def load_model(cfg: Config, ckpt: str | None, keys: tuple[str, ...] = EVAL_CKPT_
 
 
 def resolve_ckpt(cfg: Config, ckpt: str | None, keys: tuple[str, ...] = EVAL_CKPT_KEYS) -> tuple[str, str]:
-    """(path, source) of ``ckpt`` (--ckpt), else of the first set config key of ``keys``; a URL is downloaded."""
+    """(path, source) of ``ckpt`` (--ckpt), else of the first set config key of ``keys``; a URL is
+    downloaded."""
     for what in ("--ckpt", *keys):
         path = ckpt if what == "--ckpt" else get_key(cfg, what)
         if not path:
@@ -222,16 +224,17 @@ def eval_loader_batching(cfg: Config, dataset: DetDataset, batch_size: int) -> E
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
-def build_evaluator(cfg: Config, pipeline: Compose, dev: torch.device, normalize_on_device: bool, amp: AmpSettings,
-                    progress: bool = False, sweep: bool = False, per_image: bool = False) -> Evaluator:
+def build_evaluator(cfg: Config, pipeline: Compose, dev: torch.device, normalize_on_device: bool,
+                    amp: AmpSettings, progress: bool = False, sweep: bool = False,
+                    per_image: bool = False) -> Evaluator:
     """The config's eval set, post-processing, metric and runtime (``inference_runtime``) for a model on
     ``dev``: every eval path's wiring."""
     pipe, normalize = split_device_normalize(pipeline, normalize_on_device)
     loader = build_split_loader(cfg, "eval", build_dataset(cfg, "eval", pipe), 0, 1, dev)
     post, metric = build_postprocess_from_config(cfg), build_metric_from_config(cfg)
     threshold_sweep = ThresholdSweep(post, metric) if sweep else None
-    return Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress, threshold_sweep, per_image,
-                     scaled_tile(cfg, pipeline), inference_runtime(cfg, dev, amp))
+    return Evaluator(loader, post, metric, DeviceInput(dev, normalize), amp, progress, threshold_sweep,
+                     per_image, scaled_tile(cfg, pipeline), inference_runtime(cfg, dev, amp))
 
 
 def scaled_tile(cfg: Config, pipeline: Compose) -> TileSpec | None:
@@ -243,8 +246,8 @@ def scaled_tile(cfg: Config, pipeline: Compose) -> TileSpec | None:
     return spec.at_scale(resize.tile_scale())
 
 
-def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None, progress: bool = False,
-                        sweep: bool = False, per_image: bool = False) -> dict:
+def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None = None,
+                        progress: bool = False, sweep: bool = False, per_image: bool = False) -> dict:
     """``textdet eval``: recall, precision, f-score, images, seconds and images/s of a checkpoint (+ a sweep;
     + the thresholds taken from the checkpoint, when its training run chose them; + "per_image": each photo's
     detections and labels)."""
@@ -252,8 +255,8 @@ def evaluate_checkpoint(cfg: Config, ckpt: str | None = None, device: str | None
     model, path, adopted = load_model(cfg, ckpt)
     dev = pick_device(device)
     model.to(dev).eval()
-    evaluator = build_evaluator(cfg, pipeline, dev, is_accelerator(dev), inference_amp(cfg, dev.type), progress,
-                                sweep, per_image)
+    evaluator = build_evaluator(cfg, pipeline, dev, is_accelerator(dev), inference_amp(cfg, dev.type),
+                                progress, sweep, per_image)
     result = timed_run(evaluator, model, path)
     if adopted:
         result["thresholds_from_checkpoint"] = adopted
@@ -274,7 +277,8 @@ def evaluate_onnx_model(cfg: Config, onnx_path: str, device: str | None = None, 
 CALIBRATION_PHOTOS = 64  # int8 calibration: evenly spaced photos of the split, at most this many
 
 
-def calibration_photos(cfg: Config, source: str | None, limit: int = CALIBRATION_PHOTOS) -> tuple[list[str], str]:
+def calibration_photos(cfg: Config, source: str | None, limit: int = CALIBRATION_PHOTOS
+                       ) -> tuple[list[str], str]:
     """Photos to calibrate an int8 model on, and where they came from: ``source`` (``--calib``: a folder of
     images, or a label file whose image names are read in the config's training image folder), else the
     config's training split; at most ``limit``, evenly spaced."""
@@ -285,15 +289,16 @@ def calibration_photos(cfg: Config, source: str | None, limit: int = CALIBRATION
     else:
         label_files = source if source is not None else train.label_file
         if not label_files:
-            raise ConfigError("int8 calibration: train.dataset.label_file is not set; pass --calib DIR (a folder "
-                              "of photos like the ones the model will read)")
+            raise ConfigError("int8 calibration: train.dataset.label_file is not set; pass --calib DIR (a "
+                              "folder of photos like the ones the model will read)")
         records, _ = read_label_files(label_files, "" if source is not None else train.dataset_root)
         paths = [os.path.join(image_dir, record.rel_path) for record in records]
         where = f"{source}" if source is not None else "the training split"
         missing = next((path for path in paths if not os.path.isfile(path)), None)
         if missing is not None:
-            raise TextdetError(f"int8 calibration: {missing} (named in {label_files}) does not exist; the names "
-                               f"are read in train.dataset's image folder {image_dir}, or pass --calib DIR")
+            raise TextdetError(f"int8 calibration: {missing} (named in {label_files}) does not exist; the "
+                               f"names are read in train.dataset's image folder {image_dir}, or pass "
+                               "--calib DIR")
     if not paths:
         raise TextdetError(f"int8 calibration: no photos in {where}")
     step = max(len(paths) / max(limit, 1), 1.0)
@@ -301,7 +306,7 @@ def calibration_photos(cfg: Config, source: str | None, limit: int = CALIBRATION
     return chosen, f"{len(chosen)} of the {len(paths)} in {where}"
 
 
-# ------------------------------------------------------------------------------------------------ the Detector
+# ----------------------------------------------------------------------------------------------- the Detector
 def preprocess_from_config(cfg: Config | None) -> Preprocess:
     """DecodeImage mode, DetResize and NormalizeImage of ``predict``'s (else ``eval``'s)
     ``transform_pipeline``; what is missing gets MindOCR's inference defaults (DetResize max 960, divisor 32;
@@ -324,7 +329,8 @@ def preprocess_from_config(cfg: Config | None) -> Preprocess:
 
 def has_resize(cfg: Config) -> bool:
     """Whether the predict or eval pipeline names a DetResize (else inference uses its defaults)."""
-    pipelines = (cfg.predict.dataset.get("transform_pipeline") or [], cfg.eval.dataset.transform_pipeline or [])
+    pipelines = (cfg.predict.dataset.get("transform_pipeline") or [],
+                 cfg.eval.dataset.transform_pipeline or [])
     for pipeline in pipelines:
         for entry in pipeline:
             names = entry if isinstance(entry, dict) else {entry: None}
@@ -367,8 +373,8 @@ def detector_for(cfg: Config, model: nn.Module, device: str | None = None, batch
 
 def build_onnx_detector(path: str, cfg: Config | None = None, device: str | None = None, batch_size: int = 8,
                         shape_buckets: str | list | None = None, tile: TileSpec | None = None) -> Detector:
-    """``Detector.from_onnx`` with the pre/post-processing of ``cfg`` (None: MindOCR's inference defaults, and a
-    fixed-size model is resized straight to its size); ``shape_buckets`` and ``tile`` default: ``cfg``'s
+    """``Detector.from_onnx`` with the pre/post-processing of ``cfg`` (None: MindOCR's inference defaults, and
+    a fixed-size model is resized straight to its size); ``shape_buckets`` and ``tile`` default: ``cfg``'s
     ``eval.shape_buckets``, ``eval.tile``."""
     shrink_limit, _ = tile_advice(cfg)
     if cfg is None:

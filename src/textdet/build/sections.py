@@ -113,7 +113,8 @@ def with_tile(pipeline: list, spec: TileSpec) -> list:
 
 
 INFER_RUNTIMES = ("auto", "torch", "onnxruntime")  # what runs a model in evaluation and prediction
-SHRINK_MARGIN = 0.5  # a page read below half the smallest scale the model trained at is worth reading in tiles
+# a page read below half the smallest scale the model trained at is worth reading in tiles
+SHRINK_MARGIN = 0.5
 DEFAULT_TILE = (640, 640)  # the tile suggested when the training pipeline names no window size
 
 
@@ -139,9 +140,11 @@ def train_shrink(cfg: Config) -> ShrinkBinaryMap | None:
     return next((t for t in transforms if isinstance(t, ShrinkBinaryMap)), None)
 
 
-def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bool = True) -> dict[str, Compose]:
-    """Check ``cfg`` for ``splits`` (``model=False``: no model section) -> ``{split: its built pipeline}``: columns,
-    model part names, pipelines, post-processing and metric first, then the file system (data paths)."""
+def validate(cfg: Config, splits: tuple[str, ...] = ("train", "eval"), model: bool = True
+             ) -> dict[str, Compose]:
+    """Check ``cfg`` for ``splits`` (``model=False``: no model section) -> ``{split: its built pipeline}``:
+    columns, model part names, pipelines, post-processing and metric first, then the file system (data
+    paths)."""
     check_columns(cfg, splits)
     if cfg.system.infer_runtime not in INFER_RUNTIMES:
         with located(cfg, "system.infer_runtime"):
@@ -169,8 +172,8 @@ _ESCAPES = {"model.resume": "-o model.resume=True for the run folder's train_res
 
 
 def check_weight_paths(cfg: Config, keys: tuple[str, ...]) -> None:
-    """Each of ``keys`` set to a file path (not True/False, not a URL) must exist: a typo is an error naming the key
-    and the path before ``import torch``, never a silent fresh start."""
+    """Each of ``keys`` set to a file path (not True/False, not a URL) must exist: a typo is an error naming
+    the key and the path before ``import torch``, never a silent fresh start."""
     for key in keys:
         value = get_key(cfg, key)
         if not isinstance(value, str) or not value or value.startswith(("http://", "https://")):
@@ -185,7 +188,8 @@ def check_weight_paths(cfg: Config, keys: tuple[str, ...]) -> None:
 
 
 def train_weight_keys(cfg: Config) -> tuple[str, ...]:
-    """The weight-file keys training reads: model.resume, and model.pretrained unless a resume file replaces it."""
+    """The weight-file keys training reads: model.resume, and model.pretrained unless a resume file replaces
+    it."""
     resume = cfg.model.resume
     if resume is True:
         resuming = os.path.isfile(os.path.join(cfg.train.ckpt_save_dir, "train_resume.ckpt"))

@@ -63,8 +63,8 @@ logger = logging.getLogger("textdet")
 def build_trainer(cfg: Config, device: str | None = None, compile: str = "auto", progress: bool | None = None,
                   startup: StartupTimer | None = None, dry_run: bool = False, overwrite: bool = False,
                   pipelines: dict | None = None, profile_window: tuple[int, int] | None = None) -> Trainer:
-    """The Trainer of ``cfg`` on ``device``. ``compile``: auto/on/off; ``progress`` None: bars when stdout is a
-    terminal; ``startup``: the CLI's start-up timer (the build marks its stages on it); ``dry_run``: build
+    """The Trainer of ``cfg`` on ``device``. ``compile``: auto/on/off; ``progress`` None: bars when stdout is
+    a terminal; ``startup``: the CLI's start-up timer (the build marks its stages on it); ``dry_run``: build
     everything, write nothing; ``overwrite``: reuse a run folder that holds another run; ``pipelines``: what
     ``validate`` returned (None validates); ``profile_window``: ``--profile START:STOP``."""
     if startup is None:
@@ -129,8 +129,8 @@ def build_trainer(cfg: Config, device: str | None = None, compile: str = "auto",
     steps_per_epoch = len(train_loader)  # micro-batches
     if steps_per_epoch < accum:
         raise ConfigError(
-            f"train.gradient_accumulation_steps={accum} is more than the {steps_per_epoch} steps of an epoch: no "
-            "optimizer step would happen; lower it or the batch size")
+            f"train.gradient_accumulation_steps={accum} is more than the {steps_per_epoch} steps of an "
+            "epoch: no optimizer step would happen; lower it or the batch size")
     schedule = build_schedule(cfg, steps_per_epoch, accum)
     for warning in schedule.warnings():
         logger.warning(warning)
@@ -141,7 +141,8 @@ def build_trainer(cfg: Config, device: str | None = None, compile: str = "auto",
     # DDP and torch.compile wrap the forward only; the raw module stays the one checkpoints and EMA read.
     compiled = want_compile(compile, cfg.system.mode, chosen.type, compiles_by_default(chosen.type))
     if dist.enabled or compiled or dry_run:
-        # DDP and torch.compile import torch._dynamo too: not beside the thread's import; a dry run checks settings
+        # DDP and torch.compile import torch._dynamo too: not beside the thread's import; a dry run checks
+        # settings
         optimizer = optimizer.result()
     forward_model: nn.Module = model
     if dist.enabled:
@@ -159,10 +160,10 @@ def build_trainer(cfg: Config, device: str | None = None, compile: str = "auto",
                                             progress, eval_pipe, indicator)
     system = cfg.system
     parts = TrainParts(
-        device=chosen, dist=dist, model=model, forward_model=forward_model, loss_step=loss_step, compiled=compiled,
-        amp=amp, scaler=scaler, optimizer=optimizer, schedule=schedule, ema=ema, train_loader=train_loader,
-        early_batches=early_batches, feed=DeviceInput(chosen, normalize, channels_last=True, targets=targets),
-        evaluation=evaluation,
+        device=chosen, dist=dist, model=model, forward_model=forward_model, loss_step=loss_step,
+        compiled=compiled, amp=amp, scaler=scaler, optimizer=optimizer, schedule=schedule, ema=ema,
+        train_loader=train_loader, early_batches=early_batches,
+        feed=DeviceInput(chosen, normalize, channels_last=True, targets=targets), evaluation=evaluation,
         epoch_checkpoints=EpochCheckpoints(run_dir, system.ckpt_max_keep, system.ckpt_save_policy))
     train = cfg.train
     settings = TrainSettings(
@@ -173,10 +174,11 @@ def build_trainer(cfg: Config, device: str | None = None, compile: str = "auto",
     watch_settings = WatchSettings(
         run_dir=run_dir, main=main, rank=dist.rank, world_size=dist.world_size, device=chosen,
         steps_per_epoch=steps_per_epoch, num_epochs=cfg.scheduler.num_epochs, accum=accum,
-        batch_size=train_loader.batch_size, workers=train.loader.num_workers, log_interval=system.log_interval,
-        progress=progress, step_timeout=train.step_timeout, max_bad_steps=train.max_bad_steps,
-        max_blank_steps=train.max_blank_steps, binary_thresh=getattr(postprocess, "binary_thresh", None),
-        lr=cfg.scheduler.lr, compiled=compiled, profile_window=profile_window)
+        batch_size=train_loader.batch_size, workers=train.loader.num_workers,
+        log_interval=system.log_interval, progress=progress, step_timeout=train.step_timeout,
+        max_bad_steps=train.max_bad_steps, max_blank_steps=train.max_blank_steps,
+        binary_thresh=getattr(postprocess, "binary_thresh", None), lr=cfg.scheduler.lr, compiled=compiled,
+        profile_window=profile_window)
     rows = banner_rows(cfg, dist, chosen, model.__class__.__name__, (n_params_total, n_params), train_set,
                        eval_set, train_loader, accum, amp.describe(), scaler, compiled, normalize is not None)
     eval_due = evaluation.due if evaluation is not None else no_evaluation
@@ -316,9 +318,10 @@ def train_samples(train_set: DetDataset, min_epoch_samples: int) -> str | int:
             f"train.dataset.min_epoch_samples {min_epoch_samples})")
 
 
-def banner_rows(cfg: Config, dist: DistInfo, device: torch.device, model_class: str, n_params: tuple[int, int],
-                train_set: DetDataset, eval_set: DetDataset | None, train_loader, accum: int, amp_text: str,
-                scaler: LossScaler, compiled: bool, normalize_on_device: bool) -> list[tuple[str, object]]:
+def banner_rows(cfg: Config, dist: DistInfo, device: torch.device, model_class: str,
+                n_params: tuple[int, int], train_set: DetDataset, eval_set: DetDataset | None, train_loader,
+                accum: int, amp_text: str, scaler: LossScaler, compiled: bool, normalize_on_device: bool
+                ) -> list[tuple[str, object]]:
     """MindOCR's start-of-training summary, with the same field names; ``n_params``: (total, trainable)."""
     devices = dist.world_size
     batch_size = train_loader.batch_size

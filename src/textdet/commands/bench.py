@@ -174,7 +174,8 @@ def bench_model(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     h, w = train_crop(cfg)
     bs = cfg.train.loader.batch_size
     amp = amp_settings(cfg.system.amp_level, device.type, cfg.system.amp_dtype)
-    model = parts.build_model_from_config(cfg, pretrained_backbone=False).to(device)  # weights don't change speed
+    # weights don't change speed
+    model = parts.build_model_from_config(cfg, pretrained_backbone=False).to(device)
     if device.type != "cpu":
         model.to(memory_format=torch.channels_last)
     loss_fn = build_loss_from_config(cfg).to(device)
@@ -239,7 +240,8 @@ def bench_train(cfg, args: argparse.Namespace, n: int, warmup: int) -> dict:
     cfg.train.guard_thresholds = False
     # dry_run: the Trainer builds everything but writes no run folder or train.log.
     trainer = build_trainer(cfg, device=args.device, progress=False, dry_run=True)
-    cached = fill_image_cache(trainer.train_loader.dataset)  # time the steady state of epochs 2+, not the first decode
+    # time the steady state of epochs 2+, not the first decode
+    cached = fill_image_cache(trainer.train_loader.dataset)
     device = trainer.device
     batches = Prefetcher(trainer.train_loader, trainer.feed)
     images, wait, start = 0, 0.0, time.perf_counter()

@@ -68,7 +68,8 @@ def predict_config(args: argparse.Namespace) -> Config | None:
         raise TextdetError("give -c CONFIG --ckpt PATH (a PyTorch checkpoint) or --onnx PATH")
     if args.config:
         return load_config(args.config, args.opt)
-    if args.opt:  # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
+    # -o on the built-in defaults; an override replaces a section, so keep the post-processor's name
+    if args.opt:
         return load_config(None, ["postprocess.name=DBPostprocess", *args.opt])
     return None
 
@@ -178,15 +179,15 @@ def shrink_note(detector: Detector, cfg: Config | None) -> str:
     """What to do about pages resized below the scale the detector was trained at: read them in tiles."""
     _, tile = parts.tile_advice(cfg)
     return (f"{len(detector.shrunk)} page(s) were resized to as little as {min(detector.shrunk):.2f}x, below "
-            f"{detector.shrink_limit:.2f}x (half the smallest scale this detector trained at): their words may be "
-            f"too small to find. Read them at their own pixels in tiles: --tile {tile.height}x{tile.width} "
-            f"--overlap {tile.overlap}")
+            f"{detector.shrink_limit:.2f}x (half the smallest scale this detector trained at): their words "
+            "may be too small to find. Read them at their own pixels in tiles: "
+            f"--tile {tile.height}x{tile.width} --overlap {tile.overlap}")
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """``textdet export``: checkpoint -> ONNX, checked against PyTorch on a synthetic image; with ``--precision
-    int8`` that fp32 model is quantized, both are scored on the eval split, and the int8 one is written only
-    when it keeps its f-score within ``--max-drop``."""
+    """``textdet export``: checkpoint -> ONNX, checked against PyTorch on a synthetic image; with
+    ``--precision int8`` that fp32 model is quantized, both are scored on the eval split, and the int8 one is
+    written only when it keeps its f-score within ``--max-drop``."""
     cfg = load_config(args.config, args.opt)
     if args.precision == "int8":
         with tempfile.TemporaryDirectory(prefix="textdet_int8_") as tmp:
@@ -213,8 +214,8 @@ def export_checked(cfg: Config, args: argparse.Namespace, path: str) -> str:
     n = len(check["torch"]["polys"])
     if check["max_abs_diff"] > export.MAX_ABS_DIFF:
         raise TextdetError(f"ONNX Runtime disagrees with PyTorch on a {h}x{w} synthetic image: max |P diff| = "
-                           f"{check['max_abs_diff']:.2e} > {export.MAX_ABS_DIFF:g} ({path} was written; do not "
-                           "use it)")
+                           f"{check['max_abs_diff']:.2e} > {export.MAX_ABS_DIFF:g} ({path} was written; do "
+                           "not use it)")
     if not check["same_boxes"]:
         raise TextdetError(f"ONNX Runtime boxes differ from PyTorch's on a {h}x{w} synthetic image "
                            f"({len(check['onnx']['polys'])} vs {n}; max |P diff| {check['max_abs_diff']:.2e})")
@@ -235,7 +236,8 @@ def export_int8(cfg: Config, args: argparse.Namespace, fp32_path: str, tmp: str)
     int8_path = os.path.join(tmp, "int8.onnx")
     quantize_int8(fp32_path, int8_path, CalibrationPhotos(photos, parts.preprocess_from_config(cfg)))
     print("export: scoring the fp32 and the int8 model on the eval split", flush=True)
-    scores = {"fp32": parts.evaluate_onnx_model(cfg, fp32_path), "int8": parts.evaluate_onnx_model(cfg, int8_path)}
+    scores = {"fp32": parts.evaluate_onnx_model(cfg, fp32_path),
+              "int8": parts.evaluate_onnx_model(cfg, int8_path)}
     sizes = {"fp32": os.path.getsize(fp32_path), "int8": os.path.getsize(int8_path)}
     for name, result in scores.items():
         print(f"export: {name}: recall {result['recall']:.4f}, precision {result['precision']:.4f}, f-score "
@@ -245,16 +247,17 @@ def export_int8(cfg: Config, args: argparse.Namespace, fp32_path: str, tmp: str)
     if drop > args.max_drop:
         raise TextdetError(f"the int8 model scores {scores['int8']['f-score']:.4f} on the eval split against "
                            f"fp32's {scores['fp32']['f-score']:.4f}, a drop of {drop:.4f} > --max-drop "
-                           f"{args.max_drop:g}: not written to {args.out}. Calibrate on photos like the ones you "
-                           "will read (--calib), or deploy the fp32 export")
+                           f"{args.max_drop:g}: not written to {args.out}. Calibrate on photos like the "
+                           "ones you will read (--calib), or deploy the fp32 export")
     folder = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(folder, exist_ok=True)
     shutil.copyfile(int8_path, os.path.join(folder, f".tmp_{os.path.basename(args.out)}"))
     os.replace(os.path.join(folder, f".tmp_{os.path.basename(args.out)}"), args.out)
     speed = scores["int8"]["img_per_s"] / max(scores["fp32"]["img_per_s"], 1e-9)
-    print(f"export: wrote {os.path.abspath(args.out)} (int8, {sizes['int8'] / sizes['fp32']:.2f} of fp32's size, "
-          f"{speed:.2f}x its img/s here, f-score {-drop:+.4f})")
+    print(f"export: wrote {os.path.abspath(args.out)} (int8, {sizes['int8'] / sizes['fp32']:.2f} of fp32's "
+          f"size, {speed:.2f}x its img/s here, f-score {-drop:+.4f})")
     if not cpu_int8_fast():
-        print("export: this CPU has no int8 dot-product instructions (VNNI or AMX): ONNX Runtime's int8 kernels "
-              "run no faster than fp32 here; the file is smaller, and faster where the CPU has them")
+        print("export: this CPU has no int8 dot-product instructions (VNNI or AMX): ONNX Runtime's int8 "
+              "kernels run no faster than fp32 here; the file is smaller, and faster where the CPU has "
+              "them")
     return 0

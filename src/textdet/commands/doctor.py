@@ -51,7 +51,8 @@ def run_doctor() -> int:
         )
     )
     if device.cpu_int8_fast():
-        print("cpu int8      fast (VNNI/AMX): an int8 export (textdet export --precision int8) runs faster here")
+        print("cpu int8      fast (VNNI/AMX): an int8 export (textdet export --precision int8) runs faster "
+              "here")
     else:
         print("cpu int8      no VNNI/AMX: an int8 export is smaller but no faster than fp32 on this CPU")
     hub = os.path.join(torch.hub.get_dir(), "checkpoints")

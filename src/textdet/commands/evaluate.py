@@ -8,7 +8,12 @@ import os
 import time
 from datetime import datetime, timezone
 
-from textdet.build.parts import build_metric_from_config, evaluate_checkpoint, evaluate_onnx_model, overridden_keys
+from textdet.build.parts import (
+    build_metric_from_config,
+    evaluate_checkpoint,
+    evaluate_onnx_model,
+    overridden_keys,
+)
 from textdet.config import Config
 from textdet.errors import TextdetError
 from textdet.postprocess.db_postprocess import THRESHOLD_KEYS
@@ -22,7 +27,8 @@ def evaluate_model(cfg: Config, ckpt: str | None, onnx: str | None, device: str 
                    sweep: bool, per_image: bool = False) -> dict:
     """``evaluate_onnx_model`` for an ONNX model, else ``evaluate_checkpoint`` (``ckpt``, or the config's)."""
     if onnx:
-        return evaluate_onnx_model(cfg, onnx, device=device, progress=progress, sweep=sweep, per_image=per_image)
+        return evaluate_onnx_model(cfg, onnx, device=device, progress=progress, sweep=sweep,
+                                   per_image=per_image)
     return evaluate_checkpoint(cfg, ckpt=ckpt, device=device, progress=progress, sweep=sweep,
                                per_image=per_image)
 
@@ -105,8 +111,8 @@ def result_text(result: dict, sweep: bool = False) -> str:
     checkpoint, the compared model, the report page; with ``sweep`` the threshold grid)."""
     line = (f"Performance ({result['protocol']}): recall {result['recall']:.4f}, precision "
             f"{result['precision']:.4f}, f-score {result['f-score']:.4f} ({result['images']} images, "
-            f"{result['eval_time']:.2f} s, {result['input_shapes']} input shape(s), runtime {result['runtime']}, "
-            f"checkpoint {result['checkpoint']})")
+            f"{result['eval_time']:.2f} s, {result['input_shapes']} input shape(s), runtime "
+            f"{result['runtime']}, checkpoint {result['checkpoint']})")
     if "thresholds_from_checkpoint" in result:
         line += "\n" + thresholds_note(result["thresholds_from_checkpoint"])
     if "compare" in result:

@@ -1,5 +1,6 @@
-"""Which config a command runs: the YAML given with ``-c``, else the built-in synthetic recipe on its data set,
-generated on first use (no download). Torch-free: ``textdet train`` reads its config before ``import torch``."""
+"""Which config a command runs: the YAML given with ``-c``, else the built-in synthetic recipe on its data
+set, generated on first use (no download). Torch-free: ``textdet train`` reads its config before
+``import torch``."""
 
 from __future__ import annotations
 

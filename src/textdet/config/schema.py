@@ -168,7 +168,8 @@ class EvalConfig:
     shape_buckets: str | list | None = None
     # textdet: read pages larger than [H, W] at their own pixels in tiles of that size (None: shrink them)
     tile: list | None = None
-    tile_overlap: int | None = None  # textdet: pixels neighbouring tiles share (None: a fifth of the tile, /32)
+    # textdet: pixels neighbouring tiles share (None: a fifth of the tile, /32)
+    tile_overlap: int | None = None
 
 
 @dataclass

@@ -39,7 +39,8 @@ class Summary:
         self.skipped[what] += 1
 
     def __str__(self) -> str:
-        skipped = "; skipped " + ", ".join(f"{n} x {w}" for w, n in self.skipped.items()) if self.skipped else ""
+        skipped = ("; skipped " + ", ".join(f"{n} x {w}" for w, n in self.skipped.items())
+                   if self.skipped else "")
         ignored = f"{self.ignored} ignored: ### or *"
         return f"{self.images} images, {self.regions} text regions ({ignored}){skipped}"
 
@@ -65,12 +66,14 @@ def is_number(v: Any) -> bool:
 
 
 def parse_points(value: Any, where: str) -> list[list[float]]:
-    """``[[x, y], ...]`` or flat ``[x1, y1, x2, y2, ...]`` -> ``[[x, y], ...]`` floats; DataError otherwise."""
+    """``[[x, y], ...]`` or flat ``[x1, y1, x2, y2, ...]`` -> ``[[x, y], ...]`` floats; DataError
+    otherwise."""
     flat = isinstance(value, list) and all(map(is_number, value))
     pairs = [value[i : i + 2] for i in range(0, len(value), 2)] if flat else value
-    if not isinstance(pairs, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2 and all(map(is_number, p))
-                                              for p in pairs):
-        raise DataError(f"{where}: expected points [[x, y], ...] or [x1, y1, ...], got {json.dumps(value)[:80]}")
+    if not isinstance(pairs, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2
+                                              and all(map(is_number, p)) for p in pairs):
+        raise DataError(f"{where}: expected points [[x, y], ...] or [x1, y1, ...], got "
+                        f"{json.dumps(value)[:80]}")
     return [[float(x), float(y)] for x, y in pairs]
 
 

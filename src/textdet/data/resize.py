@@ -122,8 +122,8 @@ class DetResize:
         self.divisor = divisor
         self.interpolation = interpolation
         self.max_side_limit = max_side_limit
-        # A page larger than this (H, W) is read in tiles of that size (runtime/tiles.py): resized as a tile would
-        # be, not shrunk whole. None: every page is resized as above.
+        # A page larger than this (H, W) is read in tiles of that size (runtime/tiles.py): resized as a tile
+        # would be, not shrunk whole. None: every page is resized as above.
         self.tile = None if tile is None else check_pair(tile, "tile", positive=True, integer=True)
 
     def tile_scale(self) -> float:

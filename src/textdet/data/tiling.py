@@ -1,8 +1,8 @@
-"""The geometry of reading a big page in tiles: a tile with its overlap (``TileSpec``), where tiles start along
-an axis, and which pixels of the stitched map each tile owns. A tile is a region of the page's own pixels, read
-as the evaluation's resize reads an image that size (``scale``): tiles the size of a photo the detector reads
-well read a page of such photos as it reads each. Torch-free: start-up validation checks a ``--tile`` before
-``import torch``; ``runtime/tiles.py`` runs the model over them."""
+"""The geometry of reading a big page in tiles: a tile with its overlap (``TileSpec``), where tiles start
+along an axis, and which pixels of the stitched map each tile owns. A tile is a region of the page's own
+pixels, read as the evaluation's resize reads an image that size (``scale``): tiles the size of a photo the
+detector reads well read a page of such photos as it reads each. Torch-free: start-up validation checks a
+``--tile`` before ``import torch``; ``runtime/tiles.py`` runs the model over them."""
 
 from __future__ import annotations
 
@@ -27,13 +27,15 @@ class TileSpec:
     def __post_init__(self) -> None:
         for name, value in (("height", self.height), ("width", self.width)):
             if not isinstance(value, int) or value < TILE_DIVISOR:
-                raise ConfigError(f"tile {name} {value}: must be a whole number of pixels, at least {TILE_DIVISOR}")
+                raise ConfigError(f"tile {name} {value}: must be a whole number of pixels, at least "
+                                  f"{TILE_DIVISOR}")
         if not 0 <= self.overlap < min(self.height, self.width):
             raise ConfigError(f"tile overlap {self.overlap}: must be at least 0 and under the tile's shorter "
                               f"side ({min(self.height, self.width)})")
 
     def holds(self, height: int, width: int) -> bool:
-        """Whether a page of ``height`` x ``width`` (its own pixels) fits in one tile (and is read untiled)."""
+        """Whether a page of ``height`` x ``width`` (its own pixels) fits in one tile (and is read
+        untiled)."""
         return height <= self.height and width <= self.width
 
     def at_scale(self, scale: float) -> TileSpec:
@@ -58,8 +60,8 @@ def default_overlap(height: int, width: int) -> int:
 
 def parse_tile(text: str | list | tuple | None, overlap: int | None = None, where: str = "--tile"
                ) -> TileSpec | None:
-    """``"736x1280"`` or ``[736, 1280]`` (height x width) -> a TileSpec (``overlap`` None: ``default_overlap``);
-    None stays None."""
+    """``"736x1280"`` or ``[736, 1280]`` (height x width) -> a TileSpec (``overlap`` None:
+    ``default_overlap``); None stays None."""
     if text is None:
         return None
     if isinstance(text, str):

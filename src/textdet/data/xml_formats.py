@@ -113,7 +113,7 @@ def read_page(src: str, summary: Summary) -> list[Record]:
                 continue
             texts = [unicode.text or "" for equiv in _children(line, "TextEquiv")
                      for unicode in _children(equiv, "Unicode")]
-            add_region(anns, _xml_points(coords[0].get("points"), where), texts[0] if texts else "", False, where,
-                 summary)
+            add_region(anns, _xml_points(coords[0].get("points"), where), texts[0] if texts else "", False,
+                       where, summary)
         records.append((name, anns))
     return records

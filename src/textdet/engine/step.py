@@ -20,11 +20,11 @@ logger = logging.getLogger("textdet")
 
 
 class ForwardAndLoss(nn.Module):
-    """``(images, targets) -> (losses, probability map)``: the model under the autocast of ``amp``, then the loss
-    (fp32 inside); the map is detached (the blank-map watch counts its text pixels outside the step). A module,
-    so torch.compile sees the model and the loss as attributes it can guard and inline. ``predict`` and
-    ``loss`` are its two halves: the eager loop calls them apart, so that the sampled step breakdown can time
-    the loss on its own."""
+    """``(images, targets) -> (losses, probability map)``: the model under the autocast of ``amp``, then the
+    loss (fp32 inside); the map is detached (the blank-map watch counts its text pixels outside the step). A
+    module, so torch.compile sees the model and the loss as attributes it can guard and inline. ``predict``
+    and ``loss`` are its two halves: the eager loop calls them apart, so that the sampled step breakdown can
+    time the loss on its own."""
 
     def __init__(self, model: nn.Module, loss_fn: nn.Module, amp: AmpSettings) -> None:
         super().__init__()
@@ -38,7 +38,8 @@ class ForwardAndLoss(nn.Module):
             return self.model(images)
 
     def loss(self, preds: dict[str, Tensor], targets: dict[str, Tensor]) -> dict[str, Tensor]:
-        """``targets``: the loss columns (binary_map, mask, thresh_map, thresh_mask) -> the named loss terms."""
+        """``targets``: the loss columns (binary_map, mask, thresh_map, thresh_mask) -> the named loss
+        terms."""
         return self.loss_fn(preds, **targets)
 
     def forward(self, images: Tensor, targets: dict[str, Tensor]) -> tuple[dict[str, Tensor], Tensor]:
@@ -56,8 +57,9 @@ def compile_step(
 
 
 def enable_compile_cache() -> str:
-    """Persist torch.compile's artefacts under ``$TEXTDET_HOME/compile_cache`` so only the first run compiles cold.
-    A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's /tmp default does not. Returns the folder used."""
+    """Persist torch.compile's artefacts under ``$TEXTDET_HOME/compile_cache`` so only the first run compiles
+    cold. A ``TORCHINDUCTOR_CACHE_DIR`` the user set wins; torch's /tmp default does not. Returns the folder
+    used."""
     import getpass
     import tempfile
 
@@ -85,9 +87,9 @@ def want_compile(mode: str, system_mode: int, device_type: str, auto_on: bool) -
     if mode != "auto" or system_mode == 1:
         return mode == "on"
     if device_type == "cpu":
-        logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running eager "
-                    "(force it with --compile on)")
+        logger.info("system.mode 0 (compiled): on CPU torch.compile costs minutes for ~10% speed; running "
+                    "eager (force it with --compile on)")
     elif not auto_on:
-        logger.info("system.mode 0 (compiled): --compile auto compiles on CUDA only; running eager on %s (force it "
-                    "with --compile on, untested there)", device_type)
+        logger.info("system.mode 0 (compiled): --compile auto compiles on CUDA only; running eager on %s "
+                    "(force it with --compile on, untested there)", device_type)
     return auto_on

@@ -160,7 +160,8 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------------- the loop
     def fit(self) -> dict:
-        """Train the epochs left; returns the last epoch's record (losses, speed and, when evaluated, scores)."""
+        """Train the epochs left; returns the last epoch's record (losses, speed and, when evaluated,
+        scores)."""
         num_epochs = self.settings.num_epochs
         self.watch.before_train(self.resumed_step)
         record: dict = {}
@@ -221,8 +222,8 @@ class Trainer:
                 stepped = pending
                 pending = []
                 since_save = time.perf_counter() - self.last_save_t
-                if not bad and i + 1 < usable and resume_due(self.settings.ckpt_interval_steps, self.global_step,
-                                                             since_save):
+                if not bad and i + 1 < usable and resume_due(self.settings.ckpt_interval_steps,
+                                                             self.global_step, since_save):
                     with self.watch.timed("checkpoint"):
                         self.save_resume(epoch, i + 1)
             self.watch.after_step(StepReport(

@@ -42,9 +42,9 @@ def dataset_sizes(dataset: DetDataset) -> list[tuple[int, int]]:
 
 def eval_batching(setting: str | list[tuple[int, int]] | None, dataset: DetDataset,
                   batch_size: int) -> EvalBatching:
-    """``setting``: ``eval.shape_buckets`` as ``config.loader.parse_buckets`` returns it. No buckets and batch 1:
-    each image at its own size. Batch > 1 without buckets: each batch padded to its largest image. Buckets
-    (``auto`` or [H, W] pairs): every batch holds images of one bucket, padded to it."""
+    """``setting``: ``eval.shape_buckets`` as ``config.loader.parse_buckets`` returns it. No buckets and
+    batch 1: each image at its own size. Batch > 1 without buckets: each batch padded to its largest image.
+    Buckets (``auto`` or [H, W] pairs): every batch holds images of one bucket, padded to it."""
     if setting is None:
         return EvalBatching(collate if batch_size == 1 else bucketing.PadCollate())
     sizes = dataset_sizes(dataset)

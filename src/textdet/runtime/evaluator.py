@@ -118,7 +118,8 @@ class Evaluator:
         self.feed, self.amp, self.progress = feed, amp, progress
         # "onnxruntime": each run traces the model and runs it in ONNX Runtime (CPU inference, fp32)
         self.runtime = runtime
-        self.tile = tile  # pages larger than this are read in tiles (the loader kept them at their own pixels)
+        # pages larger than this are read in tiles (the loader kept them at their own pixels)
+        self.tile = tile
         # per_image: keep each photo's detections and labels (the eval report draws them); None: keep nothing
         self.per_image: list[dict] | None = [] if per_image else None
         self.images = 0
@@ -139,7 +140,8 @@ class Evaluator:
         return out
 
     def _forward(self, model: nn.Module, images: torch.Tensor, batch: dict) -> dict[str, torch.Tensor]:
-        """The model's maps; with ``tile``, pages larger than a tile (kept at their own pixels) read in tiles."""
+        """The model's maps; with ``tile``, pages larger than a tile (kept at their own pixels) read in
+        tiles."""
         if self.tile is None or "shape_list" not in batch:
             return model(images)
         page_sizes = [(int(h), int(w)) for h, w in batch["shape_list"][:, :2].tolist()]
@@ -219,8 +221,8 @@ class Evaluator:
 
 
 def timed_run(evaluator: Evaluator, model, checkpoint: str) -> dict:
-    """``textdet eval``'s result: the metric, images, seconds (tracing for ONNX Runtime included), images/s, the
-    runtime, the checkpoint path (and the sweep)."""
+    """``textdet eval``'s result: the metric, images, seconds (tracing for ONNX Runtime included), images/s,
+    the runtime, the checkpoint path (and the sweep)."""
     t0 = time.perf_counter()
     perf = evaluator.run(model)
     dt = time.perf_counter() - t0

@@ -16,7 +16,8 @@ from textdet.data.resize import NormalizeImage, ToCHWImage
 
 
 def split_device_normalize(pipeline: Compose, enabled: bool = True) -> tuple[Compose, dict | None]:
-    """(pipeline less a trailing NormalizeImage + ToCHWImage, their parameters) if ``enabled``, else (it, None)."""
+    """(pipeline less a trailing NormalizeImage + ToCHWImage, their parameters) if ``enabled``, else (it,
+    None)."""
     transforms = list(pipeline.transforms)
     norm = None
     if transforms and isinstance(transforms[-1], FusedNormalize):

@@ -38,15 +38,17 @@ def trace_to_onnx(model: nn.Module, file: str | IO[bytes], height: int, width: i
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the TorchScript exporter's notices: nothing a user can act on
             torch.onnx.export(model, (torch.zeros(1, 3, height, width),), file, input_names=[INPUT_NAME],
-                              output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: dynamic, OUTPUT_NAME: dynamic},
+                              output_names=[OUTPUT_NAME],
+                              dynamic_axes={INPUT_NAME: dynamic, OUTPUT_NAME: dynamic},
                               opset_version=opset, do_constant_folding=True, **kwargs)
     finally:
         model.train(was_training)
 
 
 class OnnxModel:
-    """An ONNX DB-style model (one (N, 3, H, W) input, one probability map output) under ONNX Runtime on ``device``;
-    ``run`` takes numpy, a call takes a tensor and returns ``{"binary": P}`` like DBNet, for the Evaluator."""
+    """An ONNX DB-style model (one (N, 3, H, W) input, one probability map output) under ONNX Runtime on
+    ``device``; ``run`` takes numpy, a call takes a tensor and returns ``{"binary": P}`` like DBNet, for the
+    Evaluator."""
 
     training = False
 
@@ -68,18 +70,19 @@ class OnnxModel:
             raise TextdetError(f"cannot load ONNX model {path}: {e}") from None
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         if len(inputs) != 1:
-            raise TextdetError(f"{path}: expected one image input, found {len(inputs)}: {[i.name for i in inputs]}")
+            raise TextdetError(f"{path}: expected one image input, found {len(inputs)}: "
+                               f"{[i.name for i in inputs]}")
         inp = inputs[0]
         if len(inp.shape) != 4 or (isinstance(inp.shape[1], int) and inp.shape[1] != 3):
-            raise TextdetError(f"{path}: input {inp.name!r} has shape {inp.shape}; a DB-style detector takes images "
-                               "(N, 3, H, W)")
+            raise TextdetError(f"{path}: input {inp.name!r} has shape {inp.shape}; a DB-style detector takes "
+                               "images (N, 3, H, W)")
         if inp.type not in ("tensor(float)", "tensor(float16)"):
             raise TextdetError(f"{path}: input {inp.name!r} is {inp.type}; expected float images")
         out = next((o for o in outputs if o.name == OUTPUT_NAME), outputs[0])
         channels = out.shape[1] if len(out.shape) == 4 else 1
         if len(out.shape) not in (3, 4) or (isinstance(channels, int) and channels != 1):
-            raise TextdetError(f"{path}: output {out.name!r} has shape {out.shape}; expected a probability map "
-                               "(N, 1, H, W) or (N, H, W)")
+            raise TextdetError(f"{path}: output {out.name!r} has shape {out.shape}; expected a probability "
+                               "map (N, 1, H, W) or (N, H, W)")
         self.input_name, self.output_name = inp.name, out.name
         self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
         self.fixed_batch = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
@@ -90,17 +93,20 @@ class OnnxModel:
     def run(self, images: np.ndarray) -> np.ndarray:
         """float32 (N, 3, H, W) -> float32 (N, 1, H, W) probabilities."""
         if self.fixed_hw is not None and tuple(images.shape[2:]) != self.fixed_hw:
-            raise TextdetError(f"{self.path} takes {self.fixed_hw[0]}x{self.fixed_hw[1]} (HxW) inputs only, got "
-                               f"{images.shape[2]}x{images.shape[3]}; resize to that size (DetResize target_size)")
+            raise TextdetError(f"{self.path} takes {self.fixed_hw[0]}x{self.fixed_hw[1]} (HxW) inputs only, "
+                               f"got {images.shape[2]}x{images.shape[3]}; resize to that size "
+                               "(DetResize target_size)")
         if self.fixed_batch == 1 and images.shape[0] > 1:
             return np.concatenate([self.run(images[i : i + 1]) for i in range(images.shape[0])])
         if self.fixed_batch is not None and images.shape[0] != self.fixed_batch:
-            raise TextdetError(f"{self.path} takes batches of exactly {self.fixed_batch} images, got {images.shape[0]}")
+            raise TextdetError(f"{self.path} takes batches of exactly {self.fixed_batch} images, got "
+                               f"{images.shape[0]}")
         x = np.ascontiguousarray(images, dtype=self.input_dtype)
         try:
             out = self.session.run([self.output_name], {self.input_name: x})[0]
         except Exception as e:  # onnxruntime's own exception types: name the model and the input
-            raise TextdetError(f"{self.path}: onnxruntime failed on an input of shape {x.shape}: {e}") from None
+            raise TextdetError(f"{self.path}: onnxruntime failed on an input of shape "
+                               f"{x.shape}: {e}") from None
         prob = np.asarray(out, dtype=np.float32)
         return prob[:, None] if prob.ndim == 3 else prob
 
@@ -108,7 +114,12 @@ class OnnxModel:
     def from_torch(cls, model: nn.Module, name: str = "the model, run by ONNX Runtime") -> OnnxModel:
         """``model`` (a DBNet) traced in memory and run on the CPU with as many threads as torch uses."""
         buffer = io.BytesIO()
-        trace_to_onnx(model, buffer, *TRACE_HW)
+        try:
+            trace_to_onnx(model, buffer, *TRACE_HW)
+        except Exception as e:  # the exporter raises many types; the user's way out is the same for all
+            first_line = (str(e).strip().splitlines() or [""])[0]  # the exporter may append the whole graph
+            raise TextdetError(f"could not trace the model to run it in ONNX Runtime ({type(e).__name__}: "
+                               f"{first_line}); set system.infer_runtime: torch to run it in PyTorch") from e
         return cls(name, device="cpu", model_bytes=buffer.getvalue(), threads=torch.get_num_threads())
 
     def __call__(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -121,7 +132,8 @@ class OnnxModel:
         return self
 
     def __repr__(self) -> str:
-        return f"OnnxModel({self.path!r}, input={self.input_name!r}, output={self.output_name!r}, {self.providers})"
+        return (f"OnnxModel({self.path!r}, input={self.input_name!r}, output={self.output_name!r}, "
+                f"{self.providers})")
 
 
 def onnxruntime():
@@ -129,7 +141,8 @@ def onnxruntime():
     try:
         import onnxruntime as ort
     except ImportError:
-        raise TextdetError("onnxruntime is not installed: pip install onnxruntime (or onnxruntime-gpu)") from None
+        raise TextdetError("onnxruntime is not installed: pip install onnxruntime "
+                           "(or onnxruntime-gpu)") from None
     return ort
 
 

@@ -16,8 +16,8 @@ from textdet.data.tiling import TileSpec, owned_spans, tile_starts
 
 def run_tiled(run: Callable, image: np.ndarray | torch.Tensor, spec: TileSpec, batch_size: int = 4
               ) -> np.ndarray | torch.Tensor:
-    """The probability map (1, H, W) of ``image`` (3, H, W) float32, the page resized to ``spec.scale`` (H and W
-    multiples of 32), from ``run`` ((N, 3, h, w) -> (N, 1, h, w), numpy or torch as ``image`` is) over
+    """The probability map (1, H, W) of ``image`` (3, H, W) float32, the page resized to ``spec.scale`` (H and
+    W multiples of 32), from ``run`` ((N, 3, h, w) -> (N, 1, h, w), numpy or torch as ``image`` is) over
     ``spec``'s model tiles, ``batch_size`` tiles at a time."""
     _, height, width = image.shape
     model_h, model_w = spec.model_size()

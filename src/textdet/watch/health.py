@@ -48,8 +48,8 @@ def text_pixel_hits(preds: dict[str, Tensor] | Tensor, binary_map: Tensor, mask:
 class BlankMapWatch:
     """Counts, between step lines, how many text pixels the map still marks. ``max_steps``
     (``train.max_blank_steps``): the blank steps in a row after which ``check`` stops the run, 0: only warn;
-    ``binary_thresh``: the post-processing's, which marks text (None: no map to watch, the watch does nothing);
-    ``lr``: the run's ``scheduler.lr``, for the advice."""
+    ``binary_thresh``: the post-processing's, which marks text (None: no map to watch, the watch does
+    nothing); ``lr``: the run's ``scheduler.lr``, for the advice."""
 
     def __init__(self, max_steps: int, binary_thresh: float | None, lr: float, run_dir: str) -> None:
         self.max_steps = max_steps
@@ -145,6 +145,6 @@ def check_bad_run(bad_run: int, epoch: int, step: int, max_bad_steps: int, backi
     last = f"the last good checkpoint is {ckpt}" if os.path.isfile(ckpt) else "no checkpoint was written yet"
     raise TrainingDiverged(
         f"stopped at epoch {epoch + 1} step {step}: {bad_run} optimizer steps in a row had a non-finite loss "
-        f"or gradients (train.max_bad_steps={max_bad_steps}); none changed the weights and {last}. Try a lower "
-        "scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for bad "
-        "labels")
+        f"or gradients (train.max_bad_steps={max_bad_steps}); none changed the weights and {last}. Try a "
+        "lower scheduler.lr, train.clip_grad: True, system.amp_level: O0, or `textdet check-data -c CFG` for "
+        "bad labels")

@@ -80,8 +80,8 @@ def banner(rows: list[tuple[str, object]]) -> str:
 
 def throughput_verdict(summary: dict, workers: int, batch_size: int, phases: dict | None = None) -> str:
     """Input-bound or compute-bound, with the figures behind it and what to change; ``workers``: the train
-    loader's ``num_workers``; ``phases`` (the epoch's mean sampled step, seconds per phase) adds what its largest
-    phases suggest."""
+    loader's ``num_workers``; ``phases`` (the epoch's mean sampled step, seconds per phase) adds what its
+    largest phases suggest."""
     verdict = _bound_verdict(summary, workers, batch_size)
     advice = phase_advice(phases) if phases else []
     if phases:

@@ -62,10 +62,12 @@ class StepReport:
     epoch: int  # 0-based
     step: int  # 1-based micro-step in the epoch
     data_wait: float  # seconds the step waited for its batch
-    copy_seconds: Callable[[], float]  # the batch's copy time (on an accelerator it synchronises: read when sampled)
+    # the batch's copy time (on an accelerator it synchronises: read when sampled)
+    copy_seconds: Callable[[], float]
     prob: Tensor  # the probability map, detached (N, 1, H, W)
     batch: dict  # the batch on the device: the blank-map watch reads its binary_map and mask
-    # the micro-steps this step's optimizer step counted, as (losses, images, data wait); empty in mid-accumulation
+    # the micro-steps this step's optimizer step counted, as (losses, images, data wait); empty in
+    # mid-accumulation
     stepped: list[tuple[dict[str, Tensor], int, float]]
     bad: bool  # the optimizer step was skipped: a non-finite loss or gradient
     bad_run: int  # skipped optimizer steps in a row
@@ -78,7 +80,8 @@ class StepReport:
 class RunWatch:
     """Built before the loop (``startup``: the start-up timer the build marked its stages on; ``banner``:
     the start-of-training summary; ``eval_due(epoch)``: whether that 1-based epoch ends with an evaluation,
-    for the ETA). ``before_train`` starts the hang watchdog's thread and the profiler; ``close`` stops them."""
+    for the ETA). ``before_train`` starts the hang watchdog's thread and the profiler; ``close`` stops
+    them."""
 
     def __init__(self, settings: WatchSettings, startup: StartupTimer, banner: str,
                  eval_due: Callable[[int], bool]) -> None:
@@ -102,10 +105,10 @@ class RunWatch:
         self.run_steps = 0  # micro-steps of this process (the profiler window counts these)
         self.epochs_run = 0  # epochs of this process (a resumed run counts from its first)
 
-    # ------------------------------------------------------------------------------------------------ training
+    # ----------------------------------------------------------------------------------------------- training
     def before_train(self, resumed_step: int | None) -> None:
-        """``resumed_step``: the optimizer step a resumed run starts from (TensorBoard events after it, written
-        before the resume, are removed), None for a fresh run."""
+        """``resumed_step``: the optimizer step a resumed run starts from (TensorBoard events after it,
+        written before the resume, are removed), None for a fresh run."""
         settings = self.settings
         if settings.main:
             logger.info(self.banner)
@@ -147,18 +150,19 @@ class RunWatch:
 
     def after_epoch(self, record: dict, summary: dict, steps: int, skipped_samples: int) -> None:
         """The epoch's steps are done (its evaluation comes next): ``record``: the loop's epoch record;
-        ``summary``: its ``EpochStats.summary()``; ``steps``: micro-steps run; ``skipped_samples``: samples the
-        loader could not use and replaced."""
+        ``summary``: its ``EpochStats.summary()``; ``steps``: micro-steps run; ``skipped_samples``: samples
+        the loader could not use and replaced."""
         settings = self.settings
         self.bar.close()
         if skipped_samples:
-            logger.warning("epoch %d: %d sample(s) could not be used and were replaced (see the warnings above, or "
-                           "run `textdet check-data -c CFG`)", record["epoch"], skipped_samples)
+            logger.warning("epoch %d: %d sample(s) could not be used and were replaced (see the warnings "
+                           "above, or run `textdet check-data -c CFG`)", record["epoch"], skipped_samples)
         self.epoch_phases = self.phases.take_epoch()
-        logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: %.2f "
-                    "img/s, data wait: %.1f%%, skipped steps (non-finite): %d", record["epoch"], settings.num_epochs,
-                    record.get("loss", float("nan")), summary["time"], summary["step_ms"], summary["img_per_s"],
-                    100 * summary["data_wait_share"], record["skipped_steps"])
+        logger.info("epoch: [%d/%d], loss: %.6f, epoch time: %.3f s, per step time: %.3f ms, fps per card: "
+                    "%.2f img/s, data wait: %.1f%%, skipped steps (non-finite): %d", record["epoch"],
+                    settings.num_epochs, record.get("loss", float("nan")), summary["time"],
+                    summary["step_ms"], summary["img_per_s"], 100 * summary["data_wait_share"],
+                    record["skipped_steps"])
         first = self.epochs_run == 0
         if first:
             self.startup_report.first_epoch_done(summary["time"], steps)
@@ -167,8 +171,8 @@ class RunWatch:
         self.epochs_run += 1
 
     def after_eval(self, record: dict, global_step: int) -> None:
-        """After the epoch's evaluation (or where it would be): ``record``, with the scores when one ran, goes to
-        metrics.jsonl and TensorBoard, with the epoch's sampled phases."""
+        """After the epoch's evaluation (or where it would be): ``record``, with the scores when one ran, goes
+        to metrics.jsonl and TensorBoard, with the epoch's sampled phases."""
         self.global_step = global_step
         if "eval_time" in record:
             self.eta.last_eval_s = record["eval_time"]
@@ -257,8 +261,9 @@ class RunWatch:
         if self.writer is None:
             return
         scalars = {term: summary[term] for term in self.window.terms}
-        scalars.update(lr=report.lr, img_per_s=summary["img_per_s"], data_wait_share=summary["data_wait_share"],
-                       loss_scale=report.loss_scale, skipped_steps=skipped)
+        scalars.update(lr=report.lr, img_per_s=summary["img_per_s"],
+                       data_wait_share=summary["data_wait_share"], loss_scale=report.loss_scale,
+                       skipped_steps=skipped)
         if self.last_sample:
             scalars["phase_ms"] = phase_ms(self.last_sample)
         self.writer.write_scalars(scalars, report.global_step, prefix="step/")
