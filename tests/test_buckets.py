@@ -172,4 +172,5 @@ def test_auto_buckets_and_batching_without_buckets(photo_root):
     assert padded["f-score"] == 1.0
     assert sorted(padded_eval.shapes) == [(96, 64), (96, 96)]
     cfg = load_config(RECIPE, ["eval.loader.batch_size=1"])
-    assert eval_batching(parse_buckets(cfg.eval.shape_buckets), None, 1).batches is None  # absent buckets, batch 1: today's loader
+    # absent buckets, batch 1: today's loader
+    assert eval_batching(parse_buckets(cfg.eval.shape_buckets), None, 1).batches is None

@@ -73,7 +73,8 @@ def test_the_traced_model_gives_pytorchs_map_at_any_size(synth_root, tmp_path):
 def test_an_unknown_runtime_names_the_key(synth_root, tmp_path):
     opts, _, _, _ = save_tiny_model(synth_root, str(tmp_path))
     cfg = load_config(RECIPE, [*opts, "system.infer_runtime=tensorrt"])
-    with pytest.raises(ConfigError, match=r"system\.infer_runtime must be one of auto, torch, onnxruntime, got 'tensorrt'"):
+    expected = r"system\.infer_runtime must be one of auto, torch, onnxruntime, got 'tensorrt'"
+    with pytest.raises(ConfigError, match=expected):
         validate(cfg)
 
 

@@ -46,10 +46,10 @@ def make_pages(root: str, out: str, rows: int, cols: int, data_dir: str = "val/i
         cell_w = max(image.shape[1] for image in images)
         page = np.zeros((rows * cell_h, cols * cell_w, 3), np.uint8)
         labels = []
-        for slot, ((_, annotations), image) in enumerate(zip(group, images, strict=True)):
+        for slot, ((_, regions), image) in enumerate(zip(group, images, strict=True)):
             top, left = (slot // cols) * cell_h, (slot % cols) * cell_w
             page[top : top + image.shape[0], left : left + image.shape[1]] = image
-            for annotation in annotations:
+            for annotation in regions:
                 points = [[x + left, y + top] for x, y in annotation["points"]]
                 labels.append({"transcription": annotation["transcription"], "points": points})
         name = f"page_{page_index // per_page + 1}.png"  # lossless: the pixels are the photos' own
