@@ -30,12 +30,13 @@ class CalibrationPhotos:
     def __init__(self, paths: Sequence[str], preprocess: Callable[[np.ndarray], tuple]) -> None:
         self.paths = list(paths)
         self.preprocess = preprocess
+        self.decode = DecodeImage(img_mode="RGB")
         self.position = 0
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         if self.position >= len(self.paths):
             return None
-        rgb = DecodeImage(img_mode="RGB")({"img_path": self.paths[self.position]}, None)["image"]
+        rgb = self.decode({"img_path": self.paths[self.position]}, None)["image"]
         image, _ = self.preprocess(rgb)
         self.position += 1
         return {INPUT_NAME: np.ascontiguousarray(image[None], dtype=np.float32)}

@@ -251,8 +251,9 @@ def export_int8(cfg: Config, args: argparse.Namespace, fp32_path: str, tmp: str)
                            "ones you will read (--calib), or deploy the fp32 export")
     folder = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(folder, exist_ok=True)
-    shutil.copyfile(int8_path, os.path.join(folder, f".tmp_{os.path.basename(args.out)}"))
-    os.replace(os.path.join(folder, f".tmp_{os.path.basename(args.out)}"), args.out)
+    partial = os.path.join(folder, f".tmp_{os.path.basename(args.out)}")  # renamed whole: never half a file
+    shutil.copyfile(int8_path, partial)
+    os.replace(partial, args.out)
     speed = scores["int8"]["img_per_s"] / max(scores["fp32"]["img_per_s"], 1e-9)
     print(f"export: wrote {os.path.abspath(args.out)} (int8, {sizes['int8'] / sizes['fp32']:.2f} of fp32's "
           f"size, {speed:.2f}x its img/s here, f-score {-drop:+.4f})")
